@@ -1,0 +1,285 @@
+"""The client side of the beanstalk protocol as a Sans-IO state machine.
+
+    conn = Connection()
+    sock.sendall(conn.send(Put(b"hello")))      # commands in, bytes out
+    conn.receive_data(sock.recv(65536))         # bytes in ...
+    event = conn.next_event()                   # ... events out: Inserted(job_id=1)
+
+Why it is shaped like this:
+
+* beanstalkd answers the commands of one connection strictly in order, so the connection keeps a
+  FIFO of commands awaiting replies. Any number may be pipelined; each reply is checked against
+  the command at the head of the FIFO (``Command.accepts``), so a reply that cannot answer it is
+  caught as a desync instead of being handed to the wrong caller.
+* ``next_event()`` drains what is already buffered without another read: one ``recv`` may carry
+  hundreds of pipelined replies.
+* Framing is strict: lines end in CRLF only and are at most 224 bytes; bodies are read by length
+  and must be followed by CRLF; a body longer than ``max_body_size`` (64 MiB by default) is
+  refused before it is buffered, so a hostile server cannot exhaust memory. Any violation raises
+  ``RemoteProtocolError`` and poisons the connection: every later call raises again.
+* After ``BAD_FORMAT``, ``UNKNOWN_COMMAND`` or ``EXPECTED_CRLF`` the server may read leftover
+  bytes as a new command (NOTES.md), so nothing after them can be trusted: the reply is returned,
+  then the connection reports ``ConnectionClosed`` and refuses new commands.
+* EOF is ``receive_data(b"")``; ``next_event()`` then returns ``ConnectionClosed`` saying how many
+  commands were left unanswered and whether a reply was cut short.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from collections.abc import Callable
+
+from jobwire._buffer import LineTooLong, ReceiveBuffer
+from jobwire.errors import LocalProtocolError, RemoteProtocolError
+
+from ._commands import MAX_LINE, Command, Quit, validate_tube
+from ._events import (
+    DELETED,
+    NEED_DATA,
+    PAUSED,
+    RELEASED,
+    TOUCHED,
+    BuriedReply,
+    ConnectionClosed,
+    ErrorCode,
+    ErrorReply,
+    Found,
+    Inserted,
+    Kicked,
+    NeedData,
+    Ok,
+    Reply,
+    Reserved,
+    Using,
+    Watching,
+)
+
+__all__ = ["DEFAULT_MAX_BODY_SIZE", "Connection", "ConnectionState"]
+
+#: Largest job body or stats document accepted from a server by default.
+DEFAULT_MAX_BODY_SIZE = 64 * 1024 * 1024
+
+
+class ConnectionState(enum.Enum):
+    #: Commands may be sent and replies read.
+    OPEN = "OPEN"
+    #: ``quit`` was sent: no more commands; the server will close.
+    CLOSING = "CLOSING"
+    #: The peer closed, or a reply left the stream out of step. No more commands.
+    CLOSED = "CLOSED"
+    #: A protocol error happened. Every call raises it again.
+    ERROR = "ERROR"
+
+
+def _int(raw: bytes) -> int:
+    # bytes.isdigit() is ASCII-only; int() alone would accept " 1", "+1", "1_0".
+    if not raw.isdigit() or len(raw) > 20:
+        raise RemoteProtocolError(f"expected an unsigned integer, got {raw[:40]!r}")
+    return int(raw)
+
+
+def _no_args(reply: Reply) -> Callable[[Command[Reply], bytes], Reply]:
+    def parse(command: Command[Reply], rest: bytes) -> Reply:
+        if rest:
+            raise RemoteProtocolError(f"{reply.word} takes no arguments, got {rest[:40]!r}")
+        return reply
+
+    return parse
+
+
+def _parse_inserted(command: Command[Reply], rest: bytes) -> Reply:
+    return Inserted(_int(rest))
+
+
+def _parse_buried(command: Command[Reply], rest: bytes) -> Reply:
+    # put answers "BURIED <id>"; bury and release answer a bare "BURIED".
+    if command.name == "put":
+        return BuriedReply(_int(rest))
+    if rest:
+        raise RemoteProtocolError(f"BURIED to {command.name} takes no id, got {rest[:40]!r}")
+    return BuriedReply(None)
+
+
+def _parse_using(command: Command[Reply], rest: bytes) -> Reply:
+    try:
+        return Using(validate_tube(rest.decode("ascii")))
+    except (UnicodeDecodeError, LocalProtocolError) as exc:
+        raise RemoteProtocolError(f"USING with an invalid tube name {rest[:40]!r}") from exc
+
+
+def _parse_watching(command: Command[Reply], rest: bytes) -> Reply:
+    return Watching(_int(rest))
+
+
+def _parse_kicked(command: Command[Reply], rest: bytes) -> Reply:
+    if command.name == "kick":
+        return Kicked(_int(rest))
+    if rest:
+        raise RemoteProtocolError(f"KICKED to kick-job takes no count, got {rest[:40]!r}")
+    return Kicked(None)
+
+
+_LINE_PARSERS: dict[bytes, Callable[[Command[Reply], bytes], Reply]] = {
+    b"INSERTED": _parse_inserted,
+    b"BURIED": _parse_buried,
+    b"USING": _parse_using,
+    b"WATCHING": _parse_watching,
+    b"KICKED": _parse_kicked,
+    b"DELETED": _no_args(DELETED),
+    b"RELEASED": _no_args(RELEASED),
+    b"TOUCHED": _no_args(TOUCHED),
+    b"PAUSED": _no_args(PAUSED),
+}
+for _code in ErrorCode:
+    _LINE_PARSERS[_code.value.encode()] = _no_args(ErrorReply(_code))
+
+_BODY_REPLIES = (b"RESERVED", b"FOUND", b"OK")
+
+
+class Connection:
+    """The client role of one beanstalk connection. Not thread-safe; no I/O of its own.
+
+    Args:
+        max_body_size: the largest job body or stats document accepted from the server; a
+            larger announced size is a ``RemoteProtocolError`` before any of it is buffered.
+    """
+
+    __slots__ = (
+        "_buffer",
+        "_pending",
+        "_state",
+        "_eof",
+        "_error",
+        "_body_of",
+        "_closed_reason",
+        "max_body_size",
+    )
+
+    def __init__(self, *, max_body_size: int = DEFAULT_MAX_BODY_SIZE) -> None:
+        self._buffer = ReceiveBuffer()
+        self._pending: deque[Command[Reply]] = deque()
+        self._state = ConnectionState.OPEN
+        self._eof = False
+        self._error: RemoteProtocolError | None = None
+        # While a body is expected: (reply word, job id or -1, body size).
+        self._body_of: tuple[bytes, int, int] | None = None
+        self._closed_reason = "closed by peer"
+        self.max_body_size = max_body_size
+
+    @property
+    def state(self) -> ConnectionState:
+        """Where the connection is in its life."""
+        return self._state
+
+    @property
+    def pending(self) -> int:
+        """How many sent commands still await replies."""
+        return len(self._pending)
+
+    def send(self, command: Command[Reply]) -> bytes:
+        """Record ``command`` as awaiting a reply and return its bytes.
+
+        Raises:
+            LocalProtocolError: the connection is closing, closed or poisoned.
+        """
+        if self._state is not ConnectionState.OPEN:
+            raise LocalProtocolError(f"cannot send {command.name!r}: connection is {self._state.value}")
+        data = command.encode()
+        if isinstance(command, Quit):
+            self._state = ConnectionState.CLOSING
+        else:
+            self._pending.append(command)
+        return data
+
+    def receive_data(self, data: bytes) -> None:
+        """Feed bytes read from the socket; ``b""`` means the server closed its end."""
+        if data:
+            if not self._eof:
+                self._buffer.feed(data)
+        else:
+            self._eof = True
+
+    def next_event(self) -> Reply | ConnectionClosed | NeedData:
+        """Return the next complete reply, :data:`NEED_DATA`, or ``ConnectionClosed``.
+
+        Raises:
+            RemoteProtocolError: the server broke the protocol (also on every later call).
+        """
+        if self._error is not None:
+            raise RemoteProtocolError(str(self._error))
+        if self._state is ConnectionState.CLOSED:
+            return self._closed()
+        try:
+            return self._next_event()
+        except RemoteProtocolError as exc:
+            self._state = ConnectionState.ERROR
+            self._error = exc
+            raise
+
+    def _closed(self) -> ConnectionClosed:
+        self._state = ConnectionState.CLOSED
+        return ConnectionClosed(
+            pending=len(self._pending),
+            partial=bool(self._buffer) or self._body_of is not None,
+            reason=self._closed_reason,
+        )
+
+    def _next_event(self) -> Reply | ConnectionClosed | NeedData:
+        buffer = self._buffer
+        if self._body_of is None:
+            try:
+                line = buffer.extract_line(MAX_LINE)
+            except LineTooLong as exc:
+                raise RemoteProtocolError(
+                    f"reply line longer than {MAX_LINE} bytes ({exc.length}+)"
+                ) from None
+            if line is None:
+                return self._closed() if self._eof else NEED_DATA
+            if not self._pending:
+                raise RemoteProtocolError(f"reply with no command awaiting one: {line[:60]!r}")
+            command = self._pending[0]
+            word, _, rest = line.partition(b" ")
+            if word.decode("ascii", "replace") not in command.accepts:
+                raise RemoteProtocolError(
+                    f"{line[:60]!r} cannot answer {command.name!r} (out of step?)"
+                )
+            if word in _BODY_REPLIES:
+                return self._start_body(word, rest)
+            reply = _LINE_PARSERS[word](command, rest)
+            self._pending.popleft()
+            if isinstance(reply, ErrorReply) and reply.fatal:
+                self._state = ConnectionState.CLOSED
+                self._closed_reason = f"out of step after {reply.code.value}"
+            return reply
+        return self._read_body()
+
+    def _start_body(self, word: bytes, rest: bytes) -> Reply | ConnectionClosed | NeedData:
+        if word == b"OK":
+            job_id, size = -1, _int(rest)
+        else:
+            raw_id, _, raw_size = rest.partition(b" ")
+            job_id, size = _int(raw_id), _int(raw_size)
+        if size > self.max_body_size:
+            raise RemoteProtocolError(
+                f"{word.decode()} announces {size} bytes, over max_body_size={self.max_body_size}"
+            )
+        self._body_of = (word, job_id, size)
+        return self._read_body()
+
+    def _read_body(self) -> Reply | ConnectionClosed | NeedData:
+        assert self._body_of is not None
+        word, job_id, size = self._body_of
+        chunk = self._buffer.extract_exactly(size + 2)
+        if chunk is None:
+            return self._closed() if self._eof else NEED_DATA
+        if not chunk.endswith(b"\r\n"):
+            raise RemoteProtocolError(f"{word.decode()} body of {size} bytes not followed by CRLF")
+        self._body_of = None
+        self._pending.popleft()
+        body = chunk[:-2]
+        if word == b"RESERVED":
+            return Reserved(job_id, body)
+        if word == b"FOUND":
+            return Found(job_id, body)
+        return Ok(body)

@@ -1,0 +1,167 @@
+"""The server side of the beanstalk protocol as a Sans-IO state machine.
+
+Bytes in, commands out; replies in, bytes out. It reproduces how beanstalkd 1.12 frames input
+(see ``../shared/transcripts/beanstalkd-1.12.jsonl``):
+
+* a line longer than 224 bytes gets one ``BAD_FORMAT`` and the parser resynchronises at the next
+  CRLF;
+* an unknown command word (the empty line included) is ``UNKNOWN_COMMAND``; a known word with bad
+  arguments is ``BAD_FORMAT``; in both cases nothing more is read for that line, so a body that
+  followed is read as the next command, as beanstalkd does;
+* ``put`` with a body larger than ``max_job_size`` is ``JOB_TOO_BIG`` and the body (plus CRLF) is
+  discarded, keeping the connection usable;
+* ``put`` whose body is not followed by CRLF is ``EXPECTED_CRLF`` after ``<bytes>+2`` bytes are
+  consumed, and what follows is read as a new command;
+* ``reserve-with-timeout`` with a negative timeout blocks like ``reserve`` (1.12 behaviour).
+
+Validation of names and numbers reuses the command classes' own checks, so the client and the
+server agree by construction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jobwire._buffer import LineTooLong, ReceiveBuffer
+from jobwire.errors import LocalProtocolError
+
+from ._commands import COMMANDS, MAX_LINE, Command, Put, Reserve, ReserveWithTimeout
+from ._events import NEED_DATA, ConnectionClosed, ErrorCode, Event, NeedData, Reply
+
+__all__ = ["BadRequest", "ServerConnection"]
+
+DEFAULT_MAX_JOB_SIZE = 65535
+
+
+@dataclass(frozen=True, slots=True)
+class BadRequest(Event):
+    """Input the server must answer with an error reply (``code``) instead of running it."""
+
+    code: ErrorCode
+    detail: str = ""
+
+
+def _uint(raw: bytes) -> int:
+    if not raw.isdigit() or len(raw) > 20:
+        raise ValueError(raw)
+    return int(raw)
+
+
+# How many arguments each command takes, and how to turn them into constructor arguments.
+_ARITY: dict[str, int] = {
+    "put": 4, "use": 1, "reserve": 0, "reserve-with-timeout": 1, "reserve-job": 1, "delete": 1,
+    "release": 3, "bury": 2, "touch": 1, "watch": 1, "ignore": 1, "peek": 1, "peek-ready": 0,
+    "peek-delayed": 0, "peek-buried": 0, "kick": 1, "kick-job": 1, "stats-job": 1,
+    "stats-tube": 1, "stats": 0, "list-tubes": 0, "list-tube-used": 0, "list-tubes-watched": 0,
+    "pause-tube": 2, "quit": 0,
+}
+_NAME_ARGS = {"use", "watch", "ignore", "stats-tube", "pause-tube"}
+
+
+class ServerConnection:
+    """The server role of one beanstalk connection. No I/O of its own.
+
+    Args:
+        max_job_size: largest body ``put`` may carry (beanstalkd's ``-z``; default 65535).
+    """
+
+    __slots__ = ("_buffer", "_eof", "_discard", "_discarding_line", "_put", "max_job_size")
+
+    def __init__(self, *, max_job_size: int = DEFAULT_MAX_JOB_SIZE) -> None:
+        self._buffer = ReceiveBuffer()
+        self._eof = False
+        self._discard = 0  # body bytes of a too-big put still to drop
+        self._discarding_line = False  # dropping the rest of an over-long line
+        self._put: tuple[int, int, int, int] | None = None  # a put whose body is awaited
+        self.max_job_size = max_job_size
+
+    def receive_data(self, data: bytes) -> None:
+        """Feed bytes read from the client; ``b""`` means the client closed (or half-closed)."""
+        if data:
+            self._buffer.feed(data)
+        else:
+            self._eof = True
+
+    @property
+    def eof(self) -> bool:
+        """True once the client has closed its sending side."""
+        return self._eof
+
+    def send(self, reply: Reply) -> bytes:
+        """The bytes of ``reply``."""
+        return reply.encode()
+
+    def next_event(self) -> Command[Reply] | BadRequest | ConnectionClosed | NeedData:
+        """Return the next command, a ``BadRequest`` to answer, ``ConnectionClosed`` or
+        :data:`NEED_DATA`. Never raises on client input: garbage becomes ``BadRequest``."""
+        buffer = self._buffer
+        if self._discard:
+            self._discard -= buffer.discard(self._discard)
+            if self._discard:
+                return self._need()
+        if self._discarding_line:
+            if not buffer.discard_through_crlf():
+                return self._need()
+            self._discarding_line = False
+            return BadRequest(ErrorCode.BAD_FORMAT, f"line longer than {MAX_LINE} bytes")
+        if self._put is not None:
+            return self._read_body()
+        try:
+            line = buffer.extract_line(MAX_LINE)
+        except LineTooLong:
+            self._discarding_line = True
+            return self.next_event()
+        if line is None:
+            return self._need()
+        return self._parse(line)
+
+    def _need(self) -> ConnectionClosed | NeedData:
+        return ConnectionClosed(partial=bool(self._buffer)) if self._eof else NEED_DATA
+
+    def _parse(self, line: bytes) -> Command[Reply] | BadRequest | ConnectionClosed | NeedData:
+        words = line.split(b" ")
+        try:
+            name = words[0].decode("ascii")
+        except UnicodeDecodeError:
+            return BadRequest(ErrorCode.UNKNOWN_COMMAND, "non-ASCII command")
+        cls = COMMANDS.get(name)
+        if cls is None:
+            return BadRequest(ErrorCode.UNKNOWN_COMMAND, f"unknown command {name!r}")
+        args = words[1:]
+        if len(args) != _ARITY[name]:
+            return BadRequest(ErrorCode.BAD_FORMAT, f"{name} takes {_ARITY[name]} arguments")
+        try:
+            if name == "put":
+                pri, delay, ttr, size = (_uint(a) for a in args)
+                if size > self.max_job_size:
+                    self._discard = size + 2
+                    return BadRequest(ErrorCode.JOB_TOO_BIG, f"{size} > {self.max_job_size}")
+                self._put = (pri, delay, ttr, size)
+                return self._read_body()
+            if name == "reserve-with-timeout" and args[0].startswith(b"-") and args[0][1:].isdigit():
+                return Reserve()
+            values: list[object] = []
+            for i, arg in enumerate(args):
+                if name in _NAME_ARGS and i == 0:
+                    values.append(arg.decode("ascii"))
+                else:
+                    values.append(_uint(arg))
+            if name == "reserve-with-timeout":
+                return ReserveWithTimeout(*values)  # type: ignore[arg-type]
+            return cls(*values)  # type: ignore[call-arg]
+        except (ValueError, UnicodeDecodeError, LocalProtocolError) as exc:
+            return BadRequest(ErrorCode.BAD_FORMAT, f"{name}: {exc}")
+
+    def _read_body(self) -> Command[Reply] | BadRequest | ConnectionClosed | NeedData:
+        assert self._put is not None
+        pri, delay, ttr, size = self._put
+        chunk = self._buffer.extract_exactly(size + 2)
+        if chunk is None:
+            return self._need()
+        self._put = None
+        if not chunk.endswith(b"\r\n"):
+            return BadRequest(ErrorCode.EXPECTED_CRLF, "body not followed by CRLF")
+        try:
+            return Put(chunk[:-2], pri, delay, ttr)
+        except LocalProtocolError as exc:
+            return BadRequest(ErrorCode.BAD_FORMAT, str(exc))
