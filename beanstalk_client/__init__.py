@@ -1,0 +1,115 @@
+"""A beanstalkd client: Sans-IO core, blocking ``Client``, anyio ``AsyncClient``.
+
+    from beanstalk_client import Client
+    with Client("127.0.0.1", 11300) as client:
+        job_id = client.put(b"hello")
+        job = client.reserve(timeout=5)
+        client.delete(job)
+"""
+
+from __future__ import annotations
+
+from jobwire.errors import (
+    ConnectFailed,
+    ConnectionLost,
+    JobwireError,
+    LocalProtocolError,
+    OperationTimeout,
+    ProtocolError,
+    RemoteProtocolError,
+)
+
+from ._commands import (
+    DEFAULT_PRIORITY,
+    DEFAULT_TTR,
+    Bury,
+    Command,
+    Delete,
+    Ignore,
+    Kick,
+    KickJob,
+    ListTubes,
+    ListTubesWatched,
+    ListTubeUsed,
+    PauseTube,
+    Peek,
+    PeekBuried,
+    PeekDelayed,
+    PeekReady,
+    Put,
+    Quit,
+    Release,
+    Reserve,
+    ReserveJob,
+    ReserveWithTimeout,
+    Stats,
+    StatsJob,
+    StatsTube,
+    Touch,
+    Use,
+    Watch,
+    validate_tube,
+)
+from ._events import (
+    NEED_DATA,
+    BuriedReply,
+    ConnectionClosed,
+    Deleted,
+    ErrorCode,
+    ErrorReply,
+    Event,
+    Found,
+    Inserted,
+    Kicked,
+    NeedData,
+    Ok,
+    Paused,
+    Released,
+    Reply,
+    Reserved,
+    Touched,
+    Using,
+    Watching,
+)
+from ._job import Job, JobRef
+from ._protocol import Connection, ConnectionState
+from ._server_protocol import BadRequest, ServerConnection
+from ._stats import JobStats, ServerStats, TubeStats
+from .aio import AsyncClient
+from .client import Client
+from .errors import (
+    BadFormat,
+    BeanstalkError,
+    BulkError,
+    Buried,
+    DeadlineSoon,
+    Draining,
+    ExpectedCRLF,
+    InternalError,
+    JobTooBig,
+    NotFound,
+    NotIgnored,
+    OutOfMemory,
+    TimedOut,
+    UnknownCommand,
+)
+
+__all__ = [
+    # clients
+    "AsyncClient", "Client", "Job", "JobRef", "JobStats", "ServerStats", "TubeStats",
+    "DEFAULT_PRIORITY", "DEFAULT_TTR", "validate_tube",
+    # errors
+    "BadFormat", "BeanstalkError", "BulkError", "Buried", "ConnectFailed", "ConnectionLost",
+    "DeadlineSoon", "Draining", "ExpectedCRLF", "InternalError", "JobTooBig", "JobwireError",
+    "LocalProtocolError", "NotFound", "NotIgnored", "OperationTimeout", "OutOfMemory",
+    "ProtocolError", "RemoteProtocolError", "TimedOut", "UnknownCommand",
+    # Sans-IO core
+    "Connection", "ConnectionState", "ServerConnection", "BadRequest", "NEED_DATA", "NeedData",
+    "Command", "Bury", "Delete", "Ignore", "Kick", "KickJob", "ListTubeUsed", "ListTubes",
+    "ListTubesWatched", "PauseTube", "Peek", "PeekBuried", "PeekDelayed", "PeekReady", "Put",
+    "Quit", "Release", "Reserve", "ReserveJob", "ReserveWithTimeout", "Stats", "StatsJob",
+    "StatsTube", "Touch", "Use", "Watch",
+    "Event", "Reply", "ConnectionClosed", "ErrorCode", "ErrorReply", "BuriedReply", "Deleted",
+    "Found", "Inserted", "Kicked", "Ok", "Paused", "Released", "Reserved", "Touched", "Using",
+    "Watching",
+]

@@ -12,6 +12,7 @@ from ._events import ErrorCode
 
 __all__ = [
     "BadFormat",
+    "BulkError",
     "BeanstalkError",
     "Buried",
     "DeadlineSoon",
@@ -132,3 +133,18 @@ ERRORS: dict[ErrorCode, type[BeanstalkError]] = {
     ErrorCode.BAD_FORMAT: BadFormat,
     ErrorCode.UNKNOWN_COMMAND: UnknownCommand,
 }
+
+
+class BulkError(BeanstalkError):
+    """Some commands of a bulk call (``put_many``, ``delete_many``) failed.
+
+    ``results`` has one entry per command, in order: its result (a job id for puts, ``None``
+    for deletes) or the exception it got. Every reply was read; the connection is usable.
+    """
+
+    code = "BULK"
+
+    def __init__(self, results: list[object]) -> None:
+        errors = [r for r in results if isinstance(r, Exception)]
+        super().__init__(f"{len(errors)} of {len(results)} commands failed; first: {errors[0]!r}")
+        self.results = results

@@ -1,0 +1,345 @@
+"""The beanstalk commands as async methods: the single source of the client API.
+
+``_api_sync.py`` is generated from ``_api_async.py`` by ``scripts/unasync.py`` (a test fails when the two
+drift apart). Each method builds a validated command, hands it to the transport's ``_call`` and
+shapes the reply; all protocol rules live in the Sans-IO core, all I/O in the transport.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import TypeVar
+
+from jobwire.errors import JobwireError
+
+from ._commands import (
+    DEFAULT_PRIORITY,
+    DEFAULT_TTR,
+    Bury,
+    Command,
+    Delete,
+    Ignore,
+    Kick,
+    KickJob,
+    ListTubes,
+    ListTubesWatched,
+    ListTubeUsed,
+    PauseTube,
+    Peek,
+    PeekBuried,
+    PeekDelayed,
+    PeekReady,
+    Put,
+    Release,
+    Reserve,
+    ReserveJob,
+    ReserveWithTimeout,
+    Stats,
+    StatsJob,
+    StatsTube,
+    Touch,
+    Use,
+    Watch,
+)
+from ._events import Found, Reply
+from ._job import Job, JobRef, job_id_of, whole_seconds
+from ._session import Pending
+from ._stats import (
+    JobStats,
+    ServerStats,
+    TubeStats,
+    parse_job_stats,
+    parse_list,
+    parse_server_stats,
+    parse_tube_stats,
+)
+from .errors import BulkError
+
+__all__ = ["AsyncCommands"]
+
+R = TypeVar("R", bound=Reply)
+
+#: Commands in flight at once in bulk calls (NOTES.md: unbounded bursts are slower).
+DEFAULT_WINDOW = 256
+
+
+class AsyncCommands:
+    """Every beanstalkd 1.12 command as a method. Transports supply ``_call``/``_call_many``."""
+
+    async def _call(self, command: Command[R], wait: float | None = 0.0) -> R:
+        """Send ``command`` and return its success reply; ``wait`` is how long the server may
+        legitimately hold the reply back (a reserve's timeout; ``None``: without limit)."""
+        raise NotImplementedError
+
+    async def _call_many(
+        self, commands: Iterable[Command[Reply]], window: int
+    ) -> list[Pending[Reply]]:
+        raise NotImplementedError
+
+    # -- producer ------------------------------------------------------------------------------
+
+    async def put(
+        self,
+        body: bytes,
+        *,
+        priority: int = DEFAULT_PRIORITY,
+        delay: float | timedelta = 0,
+        ttr: float | timedelta = DEFAULT_TTR,
+    ) -> int:
+        """Send ``put <priority> <delay> <ttr> <bytes>`` and the body; return the new job id.
+
+        ``priority``: 0 (most urgent) to 2**32-1. ``delay`` and ``ttr`` in seconds (a fraction
+        is rounded up; a ttr of 0 is raised to 1 by the server).
+
+        Raises:
+            LocalProtocolError: ``body`` is not bytes or a number is out of range (nothing sent).
+            JobTooBig: the body is over the server's max-job-size (the connection stays usable).
+            Draining: the server is in drain mode.
+            Buried: the server ran out of memory and buried the job (``.job_id``).
+        """
+        reply = await self._call(
+            Put(body, priority, whole_seconds("delay", delay), whole_seconds("ttr", ttr))
+        )
+        return reply.job_id
+
+    async def use(self, tube: str) -> str:
+        """Send ``use <tube>``: later puts go to ``tube``. Returns the tube name.
+
+        Raises:
+            LocalProtocolError: invalid tube name (nothing sent).
+        """
+        reply = await self._call(Use(tube))
+        return reply.tube
+
+    async def put_many(
+        self,
+        bodies: Iterable[bytes],
+        *,
+        priority: int = DEFAULT_PRIORITY,
+        delay: float | timedelta = 0,
+        ttr: float | timedelta = DEFAULT_TTR,
+        window: int = DEFAULT_WINDOW,
+    ) -> list[int]:
+        """Put every body, pipelined with at most ``window`` puts in flight; return the ids.
+
+        Raises:
+            BulkError: some puts failed; ``.results`` holds an id or an error per body, in order,
+                and every reply was read, so the connection stays usable.
+            LocalProtocolError: a body is not bytes (raised before anything is sent).
+        """
+        d, t = whole_seconds("delay", delay), whole_seconds("ttr", ttr)
+        commands = [Put(body, priority, d, t) for body in bodies]
+        return await self._bulk(commands, window)  # type: ignore[return-value]
+
+    # -- worker --------------------------------------------------------------------------------
+
+    async def reserve(self, timeout: float | timedelta | None = None) -> Job:
+        """Reserve a job from the watched tubes.
+
+        Sends ``reserve`` (``timeout=None``: wait as long as it takes) or
+        ``reserve-with-timeout <seconds>`` (0: answer at once).
+
+        Raises:
+            TimedOut: no job within ``timeout``.
+            DeadlineSoon: a job this connection holds is within 1 s of its TTR deadline.
+        """
+        if timeout is None:
+            reply = await self._call(Reserve(), wait=None)
+        else:
+            seconds = whole_seconds("timeout", timeout)
+            reply = await self._call(ReserveWithTimeout(seconds), wait=seconds)
+        return Job(reply.job_id, reply.body)
+
+    async def reserve_job(self, job: JobRef) -> Job:
+        """Send ``reserve-job <id>``: reserve a ready, delayed or buried job by id.
+
+        Raises:
+            NotFound: no such job, or it is reserved already.
+        """
+        reply = await self._call(ReserveJob(job_id_of(job)))
+        return Job(reply.job_id, reply.body)
+
+    async def delete(self, job: JobRef) -> None:
+        """Send ``delete <id>``.
+
+        Raises:
+            NotFound: no such job, or it is reserved by another connection.
+        """
+        await self._call(Delete(job_id_of(job)))
+
+    async def delete_many(self, jobs: Iterable[JobRef], *, window: int = DEFAULT_WINDOW) -> None:
+        """Delete every job, pipelined.
+
+        Raises:
+            BulkError: some deletes failed; ``.results`` has ``None`` or an error per job.
+        """
+        await self._bulk([Delete(job_id_of(job)) for job in jobs], window)
+
+    async def release(
+        self, job: JobRef, *, priority: int = DEFAULT_PRIORITY, delay: float | timedelta = 0
+    ) -> None:
+        """Send ``release <id> <priority> <delay>``: give a reserved job back.
+
+        Raises:
+            NotFound: the job is not reserved by this connection.
+            Buried: the server ran out of memory and buried it.
+        """
+        await self._call(Release(job_id_of(job), priority, whole_seconds("delay", delay)))
+
+    async def bury(self, job: JobRef, *, priority: int = DEFAULT_PRIORITY) -> None:
+        """Send ``bury <id> <priority>``.
+
+        Raises:
+            NotFound: the job is not reserved by this connection.
+        """
+        await self._call(Bury(job_id_of(job), priority))
+
+    async def touch(self, job: JobRef) -> None:
+        """Send ``touch <id>``: restart the job's TTR.
+
+        Raises:
+            NotFound: the job is not reserved by this connection.
+        """
+        await self._call(Touch(job_id_of(job)))
+
+    async def watch(self, tube: str) -> int:
+        """Send ``watch <tube>``; return how many tubes are watched now.
+
+        Raises:
+            LocalProtocolError: invalid tube name (nothing sent).
+        """
+        reply = await self._call(Watch(tube))
+        return reply.count
+
+    async def ignore(self, tube: str) -> int:
+        """Send ``ignore <tube>``; return how many tubes are watched now.
+
+        Raises:
+            NotIgnored: ``tube`` is the only tube watched.
+        """
+        reply = await self._call(Ignore(tube))
+        return reply.count
+
+    # -- other ---------------------------------------------------------------------------------
+
+    async def peek(self, job: JobRef) -> Job:
+        """Send ``peek <id>``.
+
+        Raises:
+            NotFound: no such job.
+        """
+        return self._found(await self._call(Peek(job_id_of(job))))
+
+    async def peek_ready(self) -> Job:
+        """Send ``peek-ready``: the next ready job of the used tube.
+
+        Raises:
+            NotFound: none.
+        """
+        return self._found(await self._call(PeekReady()))
+
+    async def peek_delayed(self) -> Job:
+        """Send ``peek-delayed``: the delayed job of the used tube due soonest.
+
+        Raises:
+            NotFound: none.
+        """
+        return self._found(await self._call(PeekDelayed()))
+
+    async def peek_buried(self) -> Job:
+        """Send ``peek-buried``: the oldest buried job of the used tube.
+
+        Raises:
+            NotFound: none.
+        """
+        return self._found(await self._call(PeekBuried()))
+
+    async def kick(self, bound: int) -> int:
+        """Send ``kick <bound>``: make up to ``bound`` buried (else delayed) jobs of the used
+        tube ready; return how many were kicked."""
+        reply = await self._call(Kick(bound))
+        return reply.count
+
+    async def kick_job(self, job: JobRef) -> None:
+        """Send ``kick-job <id>``.
+
+        Raises:
+            NotFound: no such job, or it is neither buried nor delayed.
+        """
+        await self._call(KickJob(job_id_of(job)))
+
+    async def stats(self) -> ServerStats:
+        """Send ``stats``; return the server's statistics (numbers as int/float)."""
+        reply = await self._call(Stats())
+        return parse_server_stats(reply.data)
+
+    async def stats_job(self, job: JobRef) -> JobStats:
+        """Send ``stats-job <id>``.
+
+        Raises:
+            NotFound: no such job.
+        """
+        reply = await self._call(StatsJob(job_id_of(job)))
+        return parse_job_stats(reply.data)
+
+    async def stats_tube(self, tube: str) -> TubeStats:
+        """Send ``stats-tube <tube>``.
+
+        Raises:
+            NotFound: no such tube.
+        """
+        reply = await self._call(StatsTube(tube))
+        return parse_tube_stats(reply.data)
+
+    async def list_tubes(self) -> list[str]:
+        """Send ``list-tubes``; return every tube name."""
+        reply = await self._call(ListTubes())
+        return parse_list(reply.data)
+
+    async def list_tube_used(self) -> str:
+        """Send ``list-tube-used``; return the tube puts go to."""
+        reply = await self._call(ListTubeUsed())
+        return reply.tube
+
+    async def list_tubes_watched(self) -> list[str]:
+        """Send ``list-tubes-watched``; return the watched tube names."""
+        reply = await self._call(ListTubesWatched())
+        return parse_list(reply.data)
+
+    async def pause_tube(self, tube: str, delay: float | timedelta) -> None:
+        """Send ``pause-tube <tube> <delay>``: no reserves from ``tube`` for ``delay`` seconds.
+
+        Raises:
+            NotFound: no such tube.
+        """
+        await self._call(PauseTube(tube, whole_seconds("delay", delay)))
+
+    async def call_many(
+        self, commands: Iterable[Command[Reply]], *, window: int = DEFAULT_WINDOW
+    ) -> list[Reply | JobwireError]:
+        """Send any commands pipelined (at most ``window`` in flight); return each one's reply
+        event, or the error it got, in order. Every reply is read, so the connection stays in
+        step whatever failed."""
+        pendings = await self._call_many(commands, window)
+        return [p.error if p.error is not None else p.result() for p in pendings]
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _found(reply: Found) -> Job:
+        return Job(reply.job_id, reply.body)
+
+    async def _bulk(self, commands: list[Command[Reply]], window: int) -> list[object]:
+        pendings = await self._call_many(commands, window)
+        results: list[object] = []
+        failed = False
+        for p in pendings:
+            if p.error is not None:
+                failed = True
+                results.append(p.error)
+            else:
+                results.append(getattr(p.reply, "job_id", None))
+        if failed:
+            raise BulkError(results)
+        return results

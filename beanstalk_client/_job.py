@@ -1,0 +1,51 @@
+"""The job a reserve or peek returns, and the argument conversions every client method shares."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import timedelta
+
+from jobwire.errors import LocalProtocolError
+
+__all__ = ["Job", "JobRef", "job_id_of", "whole_seconds"]
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A job as the server handed it out: its id and its body, verbatim."""
+
+    #: The server-wide job id.
+    id: int
+    #: The body exactly as it was put.
+    body: bytes
+
+
+#: A job or a job id: every command that names a job takes either.
+JobRef = Job | int
+
+
+def job_id_of(job: JobRef) -> int:
+    """The id of ``job`` (a :class:`Job` or an ``int``)."""
+    if isinstance(job, Job):
+        return job.id
+    if isinstance(job, int) and not isinstance(job, bool):
+        return job
+    raise LocalProtocolError(f"expected a Job or an int job id, not {type(job).__name__}")
+
+
+def whole_seconds(what: str, value: float | timedelta) -> int:
+    """Seconds as the wire's whole seconds, rounding a fraction up (0.2 s waits 1 s, not 0).
+
+    Raises:
+        LocalProtocolError: negative, not finite, or not a number.
+    """
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise LocalProtocolError(f"{what} must be seconds (int, float or timedelta)")
+    if isinstance(value, int):
+        return value  # the command validates the range
+    if not math.isfinite(value) or value < 0:
+        raise LocalProtocolError(f"{what} must be a finite number >= 0, got {value}")
+    return math.ceil(value)
