@@ -1,0 +1,219 @@
+"""AsyncClient on asyncio and trio, against the bundled server and the real beanstalkd."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from beanstalk_client import (
+    AsyncClient,
+    ConnectFailed,
+    ConnectionLost,
+    DeadlineSoon,
+    Job,
+    JobTooBig,
+    LocalProtocolError,
+    NotFound,
+    OperationTimeout,
+    RemoteProtocolError,
+    TimedOut,
+)
+
+from ..conftest import BeanstalkServer, free_port, start_server
+from .fakes import scripted_server
+
+pytestmark = pytest.mark.anyio
+
+
+async def _client(server: BeanstalkServer, tube: str, **kwargs: object) -> AsyncClient:
+    c = AsyncClient.from_url(server.url, **kwargs)
+    await c.use(tube)
+    await c.watch(tube)
+    await c.ignore("default")
+    return c
+
+
+async def test_every_command_kind(server: BeanstalkServer, tube: str) -> None:
+    async with await _client(server, tube) as c:
+        job_id = await c.put(b"a\r\nb", priority=3, ttr=30)
+        assert await c.peek(job_id) == Job(job_id, b"a\r\nb")
+        assert await c.peek_ready() == Job(job_id, b"a\r\nb")
+        job = await c.reserve(timeout=0)
+        await c.touch(job)
+        await c.release(job, delay=50)
+        assert (await c.peek_delayed()).id == job_id
+        assert await c.kick(1) == 1
+        job = await c.reserve_job(job_id)
+        await c.bury(job)
+        assert (await c.peek_buried()).id == job_id
+        await c.kick_job(job)
+        stats = await c.stats_job(job)
+        assert (stats["state"], stats["buries"], stats["releases"]) == ("ready", 1, 1)
+        assert (await c.stats_tube(tube))["current-jobs-ready"] == 1
+        assert (await c.stats())["current-connections"] >= 1
+        assert tube in await c.list_tubes()
+        assert await c.list_tubes_watched() == [tube]
+        assert await c.list_tube_used() == tube
+        await c.pause_tube(tube, 0)
+        await c.delete(job)
+        with pytest.raises(NotFound):
+            await c.delete(job)
+        with pytest.raises(TimedOut):
+            await c.reserve(timeout=0)
+        with pytest.raises(JobTooBig):
+            await c.put(b"x" * (server.max_job_size + 1))
+        assert await c.put(b"still usable") > job_id
+
+
+async def test_many_tasks_share_one_connection(server: BeanstalkServer, tube: str) -> None:
+    async with await _client(server, tube) as c:
+        results: dict[int, bytes] = {}
+
+        async def producer(i: int) -> None:
+            job_id = await c.put(b"%d" % i)
+            results[job_id] = b"%d" % i
+            assert (await c.peek(job_id)).body == b"%d" % i  # each reply reaches its caller
+
+        async with anyio.create_task_group() as tg:
+            for i in range(300):
+                tg.start_soon(producer, i)
+        assert len(results) == 300
+        seen: dict[int, bytes] = {}
+
+        async def consumer() -> None:
+            job = await c.reserve(timeout=0)
+            seen[job.id] = job.body
+            await c.delete(job)
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(300):
+                tg.start_soon(consumer)
+        assert seen == results
+
+
+async def test_put_many_10000(server: BeanstalkServer, tube: str) -> None:
+    async with await _client(server, tube) as c:
+        ids = await c.put_many([b"%d" % i for i in range(10_000)], window=256)
+        assert len(ids) == 10_000 and ids == sorted(ids)
+        assert (await c.stats_tube(tube))["current-jobs-ready"] == 10_000
+        await c.delete_many(ids)
+        assert (await c.stats_tube(tube))["current-jobs-ready"] == 0
+
+
+async def test_cancelled_reserve_never_steals_a_reply(server: BeanstalkServer, tube: str) -> None:
+    async with await _client(server, tube) as c, AsyncClient.from_url(server.url) as producer:
+        await producer.use(tube)
+        with anyio.move_on_after(0.3):
+            await c.reserve()  # blocks: the tube is empty; then cancelled
+        # The reserve is still outstanding on the wire; the next caller's reply must not be
+        # the job that answers it.
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(producer.put, b"orphan")
+            assert await c.list_tube_used() == tube
+        # The job reserved for the cancelled caller is given back to the server, priority kept.
+        for _ in range(50):
+            stats = await c.stats_tube(tube)
+            if stats["current-jobs-ready"] == 1 and stats["current-jobs-reserved"] == 0:
+                break
+            await anyio.sleep(0.02)
+        else:
+            pytest.fail(f"orphaned job not released: {stats}")
+        job = await c.reserve(timeout=0)
+        assert job.body == b"orphan"
+        assert (await c.stats_job(job))["pri"] == 2**16
+
+
+async def test_cancel_waiting_caller_mid_pipeline(server: BeanstalkServer, tube: str) -> None:
+    async with await _client(server, tube) as c:
+        ids: list[int] = []
+
+        async def put_one(i: int) -> None:
+            ids.append(await c.put(b"%d" % i))
+
+        async with anyio.create_task_group() as tg:
+            for i in range(100):
+                tg.start_soon(put_one, i)
+            await anyio.sleep(0)
+            tg.cancel_scope.cancel()  # some puts are on the wire, some are not
+        # Whatever was cancelled, the next replies go to the right callers.
+        job_id = await c.put(b"after")
+        assert await c.peek(job_id) == Job(job_id, b"after")
+        assert (await c.stats_tube(tube))["current-jobs-ready"] >= len(ids) + 1
+
+
+async def test_deadline_soon_async(server: BeanstalkServer, tube: str) -> None:
+    async with await _client(server, tube) as c:
+        await c.put(b"x", ttr=2)
+        job = await c.reserve(timeout=0)
+        with anyio.fail_after(5), pytest.raises(DeadlineSoon):
+            await c.reserve()
+        await c.delete(job)
+
+
+async def test_unix_socket_async(server: BeanstalkServer) -> None:
+    srv = start_server(server.kind, unix=True)
+    try:
+        async with AsyncClient.from_url(srv.url) as c:
+            job_id = await c.put(b"u")
+            assert await c.reserve(timeout=0) == Job(job_id, b"u")
+    finally:
+        srv.stop()
+
+
+async def test_invalid_input_refused_before_sending(server: BeanstalkServer, tube: str) -> None:
+    async with await _client(server, tube) as c:
+        with pytest.raises(LocalProtocolError):
+            await c.use("evil\r\nput 0 0 1 1")
+        with pytest.raises(LocalProtocolError):
+            await c.put("str")  # type: ignore[arg-type]
+        assert await c.list_tube_used() == tube
+
+
+async def test_connect_failed_async() -> None:
+    with pytest.raises(ConnectFailed):
+        async with AsyncClient("127.0.0.1", free_port(), timeout=1):
+            pass
+
+
+@pytest.mark.parametrize(
+    ("reply", "error"),
+    [
+        (b"RESERVED 1 10\r\nabc", ConnectionLost),
+        (b"", ConnectionLost),
+        (b"DELETED\r\n", RemoteProtocolError),
+        (b"\x00\xff garbage\r\n", RemoteProtocolError),
+    ],
+)
+async def test_bad_server_async(reply: bytes, error: type[Exception]) -> None:
+    with scripted_server(reply) as port:
+        async with AsyncClient("127.0.0.1", port, timeout=2) as c:
+            with pytest.raises(error):
+                await c.reserve()
+            with pytest.raises(ConnectionLost):
+                await c.put(b"x")
+
+
+async def test_silent_server_async_timeout() -> None:
+    with scripted_server(b"", close=False) as port:
+        async with AsyncClient("127.0.0.1", port, timeout=0.3) as c:
+            with pytest.raises(OperationTimeout):
+                await c.stats()
+
+
+async def test_close_fails_waiting_callers(server: BeanstalkServer, tube: str) -> None:
+    c = await _client(server, tube)
+    failures: list[BaseException] = []
+
+    async def wait_forever() -> None:
+        try:
+            await c.reserve()
+        except ConnectionLost as exc:
+            failures.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(wait_forever)
+        await anyio.sleep(0.2)
+        await c.aclose()
+    assert len(failures) == 1
+    with pytest.raises(ConnectionLost):
+        await c.put(b"x")
