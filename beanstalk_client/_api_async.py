@@ -1,8 +1,9 @@
 """The beanstalk commands as async methods: the single source of the client API.
 
-``_api_sync.py`` is generated from ``_api_async.py`` by ``scripts/unasync.py`` (a test fails when the two
-drift apart). Each method builds a validated command, hands it to the transport's ``_call`` and
-shapes the reply; all protocol rules live in the Sans-IO core, all I/O in the transport.
+``_api_sync.py`` is generated from ``_api_async.py`` by ``scripts/unasync.py`` (a test
+fails when the two drift apart). Each method builds a validated command, hands it to the
+transport's ``_call`` and shapes the reply; all protocol rules live in the Sans-IO core, all
+I/O in the transport.
 """
 
 from __future__ import annotations
@@ -129,8 +130,8 @@ class AsyncCommands:
             LocalProtocolError: a body is not bytes (raised before anything is sent).
         """
         d, t = whole_seconds("delay", delay), whole_seconds("ttr", ttr)
-        commands = [Put(body, priority, d, t) for body in bodies]
-        return await self._bulk(commands, window)  # type: ignore[return-value]
+        commands: list[Command[Reply]] = [Put(body, priority, d, t) for body in bodies]
+        return await self._bulk(commands, window)  # type: ignore[return-value]  # ids, all int
 
     # -- worker --------------------------------------------------------------------------------
 
@@ -174,7 +175,8 @@ class AsyncCommands:
         Raises:
             BulkError: some deletes failed; ``.results`` has ``None`` or an error per job.
         """
-        await self._bulk([Delete(job_id_of(job)) for job in jobs], window)
+        commands: list[Command[Reply]] = [Delete(job_id_of(job)) for job in jobs]
+        await self._bulk(commands, window)
 
     async def release(
         self, job: JobRef, *, priority: int = DEFAULT_PRIORITY, delay: float | timedelta = 0
@@ -259,7 +261,7 @@ class AsyncCommands:
         """Send ``kick <bound>``: make up to ``bound`` buried (else delayed) jobs of the used
         tube ready; return how many were kicked."""
         reply = await self._call(Kick(bound))
-        return reply.count
+        return reply.count or 0
 
     async def kick_job(self, job: JobRef) -> None:
         """Send ``kick-job <id>``.

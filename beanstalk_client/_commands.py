@@ -84,7 +84,7 @@ DEFAULT_TTR = 60
 
 _TUBE_RE = re.compile(r"[A-Za-z0-9+/;.$_()][A-Za-z0-9\-+/;.$_()]*")
 
-R = TypeVar("R", bound=Reply)
+R_co = TypeVar("R_co", bound=Reply, covariant=True)
 
 
 def validate_tube(name: object) -> str:
@@ -124,8 +124,8 @@ def _job_id(value: object) -> int:
     return _check_int("job id", value, U64_MAX)
 
 
-class Command(Generic[R]):
-    """Base class of commands; ``R`` is the reply type that means success."""
+class Command(Generic[R_co]):
+    """Base class of commands; ``R_co`` is the reply type that means success."""
 
     __slots__ = ()
     #: The command word on the wire.
@@ -521,7 +521,7 @@ class Quit(Command[Reply]):
 
 #: Every command class by its wire name.
 COMMANDS: dict[str, type[Command[Reply]]] = {
-    cls.name: cls  # type: ignore[type-abstract, misc]
+    cls.name: cls
     for cls in (
         Put, Use, Reserve, ReserveWithTimeout, ReserveJob, Delete, Release, Bury, Touch, Watch,
         Ignore, Peek, PeekReady, PeekDelayed, PeekBuried, Kick, KickJob, StatsJob, StatsTube,

@@ -146,13 +146,13 @@ class Connection:
     """
 
     __slots__ = (
+        "_body_of",
         "_buffer",
-        "_pending",
-        "_state",
+        "_closed_reason",
         "_eof",
         "_error",
-        "_body_of",
-        "_closed_reason",
+        "_pending",
+        "_state",
         "max_body_size",
     )
 
@@ -184,7 +184,9 @@ class Connection:
             LocalProtocolError: the connection is closing, closed or poisoned.
         """
         if self._state is not ConnectionState.OPEN:
-            raise LocalProtocolError(f"cannot send {command.name!r}: connection is {self._state.value}")
+            raise LocalProtocolError(
+                f"cannot send {command.name!r}: connection is {self._state.value}"
+            )
         data = command.encode()
         if isinstance(command, Quit):
             self._state = ConnectionState.CLOSING

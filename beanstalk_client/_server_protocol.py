@@ -65,7 +65,7 @@ class ServerConnection:
         max_job_size: largest body ``put`` may carry (beanstalkd's ``-z``; default 65535).
     """
 
-    __slots__ = ("_buffer", "_eof", "_discard", "_discarding_line", "_put", "max_job_size")
+    __slots__ = ("_buffer", "_discard", "_discarding_line", "_eof", "_put", "max_job_size")
 
     def __init__(self, *, max_job_size: int = DEFAULT_MAX_JOB_SIZE) -> None:
         self._buffer = ReceiveBuffer()
@@ -138,7 +138,8 @@ class ServerConnection:
                     return BadRequest(ErrorCode.JOB_TOO_BIG, f"{size} > {self.max_job_size}")
                 self._put = (pri, delay, ttr, size)
                 return self._read_body()
-            if name == "reserve-with-timeout" and args[0].startswith(b"-") and args[0][1:].isdigit():
+            negative = args[0][1:].isdigit() if args and args[0].startswith(b"-") else False
+            if name == "reserve-with-timeout" and negative:
                 return Reserve()
             values: list[object] = []
             for i, arg in enumerate(args):
@@ -148,7 +149,7 @@ class ServerConnection:
                     values.append(_uint(arg))
             if name == "reserve-with-timeout":
                 return ReserveWithTimeout(*values)  # type: ignore[arg-type]
-            return cls(*values)  # type: ignore[call-arg]
+            return cls(*values)
         except (ValueError, UnicodeDecodeError, LocalProtocolError) as exc:
             return BadRequest(ErrorCode.BAD_FORMAT, f"{name}: {exc}")
 

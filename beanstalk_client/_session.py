@@ -30,13 +30,13 @@ from .errors import ERRORS, Buried
 
 __all__ = ["Pending", "Session"]
 
-R = TypeVar("R", bound=Reply)
+R = TypeVar("R", bound=Reply, covariant=True)
 
 
 class Pending(Generic[R]):
     """A command sent and awaiting its reply."""
 
-    __slots__ = ("command", "reply", "error", "done", "abandoned", "waker", "then")
+    __slots__ = ("abandoned", "command", "done", "error", "reply", "then", "waker")
 
     def __init__(self, command: Command[R]) -> None:
         self.command = command
@@ -61,7 +61,7 @@ class Pending(Generic[R]):
 class Session:
     """A client connection's core plus the FIFO of callers awaiting replies."""
 
-    __slots__ = ("conn", "_out", "_fifo", "broken")
+    __slots__ = ("_fifo", "_out", "broken", "conn")
 
     def __init__(self, *, max_body_size: int = DEFAULT_MAX_BODY_SIZE) -> None:
         self.conn = Connection(max_body_size=max_body_size)
@@ -86,7 +86,7 @@ class Session:
             raise ConnectionLost(f"connection unusable: {self.broken}")
         self._out += self.conn.send(command)
         pending: Pending[R] = Pending(command)
-        self._fifo.append(pending)  # type: ignore[arg-type]
+        self._fifo.append(pending)
         return pending
 
     def submit_quit(self, command: Command[Reply]) -> None:

@@ -136,10 +136,7 @@ class AsyncClient(AsyncCommands):
             await self.connect()
         pending = self._session.submit(command)
         await self._flush()
-        if wait is None or self.timeout is None:
-            limit = math.inf
-        else:
-            limit = wait + self.timeout
+        limit = math.inf if wait is None or self.timeout is None else wait + self.timeout
         return await self._wait(pending, limit)
 
     async def _call_many(

@@ -128,7 +128,7 @@ class Client(Commands):
         deadline = None if limit is None else time.monotonic() + limit
         timeout = limit
         while not pending.done:
-            data = self._io(lambda stream: stream.receive(timeout))
+            data = self._io(lambda stream, t=timeout: stream.receive(t))  # type: ignore[misc]
             self._session.receive_data(data)
             if self._session.broken is not None:
                 self._drop_stream()

@@ -23,7 +23,7 @@ _COMPACT_AT = 1 << 16
 class ReceiveBuffer:
     """Bytes received but not yet parsed."""
 
-    __slots__ = ("_data", "_start", "_scan")
+    __slots__ = ("_data", "_scan", "_start")
 
     def __init__(self) -> None:
         self._data = bytearray()

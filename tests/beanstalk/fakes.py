@@ -11,7 +11,9 @@ from contextlib import contextmanager
 
 
 @contextmanager
-def scripted_server(reply: bytes, *, close: bool = True, wait_for: bytes = b"\r\n") -> Iterator[int]:
+def scripted_server(
+    reply: bytes, *, close: bool = True, wait_for: bytes = b"\r\n"
+) -> Iterator[int]:
     """Accept one connection, read until ``wait_for`` arrives, send ``reply``, then close (or
     stay silent and open until the test ends). Yields the port."""
     listener = socket.socket()
