@@ -241,7 +241,9 @@ class Connection:
             if not self._pending:
                 raise RemoteProtocolError(f"reply with no command awaiting one: {line[:60]!r}")
             command = self._pending[0]
-            word, _, rest = line.partition(b" ")
+            word, sep, rest = line.partition(b" ")
+            if sep and not rest:
+                raise RemoteProtocolError(f"reply with a trailing space: {line[:60]!r}")
             if word.decode("ascii", "replace") not in command.accepts:
                 raise RemoteProtocolError(
                     f"{line[:60]!r} cannot answer {command.name!r} (out of step?)"

@@ -8,6 +8,8 @@ Bytes in, commands out; replies in, bytes out. It reproduces how beanstalkd 1.12
 * an unknown command word (the empty line included) is ``UNKNOWN_COMMAND``; a known word with bad
   arguments is ``BAD_FORMAT``; in both cases nothing more is read for that line, so a body that
   followed is read as the next command, as beanstalkd does;
+* ``put`` with a field over 2**32-1 is ``BAD_FORMAT`` before any body is read (the body then
+  reads as a command, as in beanstalkd);
 * ``put`` with a body larger than ``max_job_size`` is ``JOB_TOO_BIG`` and the body (plus CRLF) is
   discarded, keeping the connection usable;
 * ``put`` whose body is not followed by CRLF is ``EXPECTED_CRLF`` after ``<bytes>+2`` bytes are
@@ -25,7 +27,15 @@ from dataclasses import dataclass
 from jobwire._buffer import LineTooLong, ReceiveBuffer
 from jobwire.errors import LocalProtocolError
 
-from ._commands import COMMANDS, MAX_LINE, Command, Put, Reserve, ReserveWithTimeout
+from ._commands import (
+    COMMANDS,
+    MAX_LINE,
+    U32_MAX,
+    Command,
+    Put,
+    Reserve,
+    ReserveWithTimeout,
+)
 from ._events import NEED_DATA, ConnectionClosed, ErrorCode, Event, NeedData, Reply
 
 __all__ = ["BadRequest", "ServerConnection"]
@@ -133,6 +143,8 @@ class ServerConnection:
         try:
             if name == "put":
                 pri, delay, ttr, size = (_uint(a) for a in args)
+                if max(pri, delay, ttr, size) > U32_MAX:  # beanstalkd's read_u32 fails first
+                    return BadRequest(ErrorCode.BAD_FORMAT, "put field over 2**32-1")
                 if size > self.max_job_size:
                     self._discard = size + 2
                     return BadRequest(ErrorCode.JOB_TOO_BIG, f"{size} > {self.max_job_size}")

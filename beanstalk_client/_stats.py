@@ -9,6 +9,7 @@ pair of surrounding double quotes stripped, except under keys known to be numeri
 
 from __future__ import annotations
 
+import re
 from typing import Final, TypedDict, cast
 
 from jobwire.errors import RemoteProtocolError
@@ -70,6 +71,8 @@ JOB_KEYS: Final = tuple(JobStats.__annotations__)
 TUBE_KEYS: Final = tuple(TubeStats.__annotations__)
 SERVER_KEYS: Final = tuple(ServerStats.__annotations__)
 _FLOAT_KEYS: Final = frozenset({"rusage-utime", "rusage-stime"})
+_INT = re.compile(r"[0-9]+")
+_FLOAT = re.compile(r"[0-9]+(\.[0-9]+)?")
 
 
 def _numeric(keys: dict[str, type]) -> frozenset[str]:
@@ -115,10 +118,10 @@ def parse_dict(data: bytes, numeric: frozenset[str]) -> dict[str, StatsValue]:
                 raise RemoteProtocolError(f"stats line without 'key: value': {line[:60]!r}")
         value = _unquote(value)
         if key in numeric:
-            try:
-                out[key] = float(value) if key in _FLOAT_KEYS else int(value)
-            except ValueError:
-                raise RemoteProtocolError(f"stats key {key!r} is not a number: {value!r}") from None
+            pattern = _FLOAT if key in _FLOAT_KEYS else _INT
+            if pattern.fullmatch(value) is None:  # int() would take "+5", " 3", "1_0"
+                raise RemoteProtocolError(f"stats key {key!r} is not a number: {value!r}")
+            out[key] = float(value) if key in _FLOAT_KEYS else int(value)
         else:
             out[key] = value
     return out

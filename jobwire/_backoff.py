@@ -28,7 +28,10 @@ class Backoff:
 
     def next_delay(self) -> float:
         """Return the delay before the next attempt and count this attempt."""
-        ceiling = min(self.cap, self.base * self.factor ** min(self.attempts, 64))
+        try:  # float power, exponent bounded: no huge ints, overflow means "past the cap"
+            ceiling = min(self.cap, self.base * float(self.factor) ** min(self.attempts, 4096))
+        except OverflowError:
+            ceiling = self.cap
         self.attempts += 1
         return self.rng.uniform(0, ceiling)
 

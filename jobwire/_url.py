@@ -53,6 +53,8 @@ def parse_url(url: str, *, scheme: str, default_port: int) -> Address:
     """
     parts = urlsplit(url)
     if parts.scheme in ("unix", f"{scheme}+unix"):
+        if parts.query or parts.fragment:
+            raise LocalProtocolError(f"{url!r}: '?' and '#' must be percent-encoded in a path")
         path = unquote(parts.path)
         if parts.netloc:  # unix://relative/path is ambiguous; accept it as netloc+path
             path = parts.netloc + path
@@ -69,6 +71,8 @@ def parse_url(url: str, *, scheme: str, default_port: int) -> Address:
         raise LocalProtocolError(f"{url!r}: {exc}") from None
     if not parts.hostname:
         raise LocalProtocolError(f"{url!r}: no host")
+    if port is not None and not 1 <= port <= 65535:
+        raise LocalProtocolError(f"{url!r}: port must be 1-65535")
     if parts.path not in ("", "/") or parts.query or parts.fragment:
         raise LocalProtocolError(f"{url!r}: unexpected path, query or fragment")
     return TCPAddress(parts.hostname, default_port if port is None else port)
