@@ -1,0 +1,405 @@
+"""The bundled server's I/O: listeners, one task per connection, one scheduler task.
+
+Everything that decides anything lives in ``_state.py`` (no awaits) and ``_server_protocol.py``
+(framing); this module only moves bytes and time between them. Why it is shaped this way:
+
+* **One send per read chunk.** A connection task reads a chunk, runs every complete command in
+  it, and writes all the replies with a single ``send``. Pipelined clients then cost one
+  syscall per chunk instead of one per command, which is what keeps pipelined ``put``
+  throughput within reach of the C server.
+* **Strict order per connection.** beanstalkd answers one connection's commands in order and
+  reads nothing new while a reserve waits. Here, while a reserve waits, the task flushes the
+  replies so far and then only *buffers* what the client sends (up to a cap), so that it can
+  notice a half-close (answered TIMED_OUT, as beanstalkd does) or a vanished peer; the
+  buffered commands run after the reserve is answered.
+* **No polling.** A single scheduler task sleeps until the state's earliest timer (TTR,
+  delay, reserve timeout, DEADLINE_SOON, unpause). The state calls ``on_timer`` when a new
+  timer is earlier than every other one, which wakes the scheduler through an ``anyio.Event``.
+  Commands also fire due timers themselves, so the answer never depends on the scheduler
+  having run first.
+* **Isolation.** A connection task never lets an exception out (the task group would take the
+  whole server down with it); accept errors such as EMFILE are logged and retried.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import functools
+import logging
+import os
+import socket
+import stat
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import cast
+
+import anyio
+import anyio.abc
+from anyio.abc import SocketAttribute
+
+from jobwire._url import Address, TCPAddress, UnixAddress
+
+from .._commands import Quit
+from .._events import NEED_DATA, ConnectionClosed, Reply
+from .._server_protocol import BadRequest, ServerConnection
+from ._state import ServerState
+
+__all__ = ["MAX_JOB_SIZE_LIMIT", "Server", "run_server", "serve"]
+
+logger = logging.getLogger("beanstalk_client.server")
+
+#: The largest ``max_job_size`` beanstalkd accepts (``-z``): 1 GiB.
+MAX_JOB_SIZE_LIMIT = 1 << 30
+_READ_SIZE = 1 << 18
+# While a reserve waits, buffer at most this much of what the client sends after it.
+_WAIT_BUFFER_CAP = 1 << 20
+_RETRY_ACCEPT_AFTER = 0.1
+
+
+class Server:
+    """A running bundled beanstalk server (what :func:`serve` and :func:`run_server` yield)."""
+
+    def __init__(self, state: ServerState, address: Address) -> None:
+        #: The shared state: tubes, jobs, connections. Touch it only from the server's loop.
+        self.state = state
+        #: Where the server listens.
+        self.address = address
+
+    @property
+    def url(self) -> str:
+        """A URL for the client, e.g. ``beanstalk://127.0.0.1:11300`` or ``unix:///tmp/bs``."""
+        if isinstance(self.address, UnixAddress):
+            return f"unix://{self.address.path}"
+        return f"beanstalk://{self.address}"
+
+    @property
+    def max_job_size(self) -> int:
+        """The largest job body ``put`` accepts."""
+        return self.state.max_job_size
+
+    @property
+    def draining(self) -> bool:
+        """True once :meth:`drain` was called."""
+        return self.state.draining
+
+    def drain(self) -> None:
+        """Enter drain mode: from now on ``put`` is answered ``DRAINING``.
+
+        Safe to call from any thread (it only sets a flag).
+        """
+        self.state.draining = True
+
+    def __repr__(self) -> str:
+        return f"<Server {self.url}>"
+
+
+class _Scheduler:
+    """Fires the state's timers; sleeps until the next one or until poked."""
+
+    def __init__(self, state: ServerState) -> None:
+        self._state = state
+        self._wakeup = anyio.Event()
+
+    def poke(self) -> None:
+        self._wakeup.set()
+
+    async def run(self) -> None:
+        state = self._state
+        while True:
+            self._wakeup = anyio.Event()
+            try:
+                state.advance(time.monotonic())
+            except Exception:  # the failed timer is gone; the others must still fire
+                logger.exception("timer failed")
+            due = state.next_deadline()
+            if due is None:
+                await self._wakeup.wait()
+            else:
+                with anyio.move_on_after(max(0.0, due - time.monotonic())):
+                    await self._wakeup.wait()
+
+
+class _Connection:
+    """Moves one client's bytes between its socket, the protocol core and the state."""
+
+    __slots__ = ("_conn", "_peer", "_proto", "_state", "_stream")
+
+    def __init__(self, stream: anyio.abc.ByteStream, state: ServerState, peer: str) -> None:
+        self._stream = stream
+        self._state = state
+        self._proto = ServerConnection(max_job_size=state.max_job_size)
+        self._peer = peer
+
+    async def run(self) -> None:
+        # Registered here, not in __init__: a task cancelled before its first step never runs
+        # its finally clause, and the state must never keep a connection nobody will close.
+        self._conn = self._state.connect(time.monotonic())
+        logger.info("open %s (connection %d)", self._peer, self._conn.id)
+        try:
+            await self._serve()
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            logger.info("connection %d broke: %r", self._conn.id, exc)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception:  # a bug must cost one connection, never the server
+            logger.exception("connection %d failed", self._conn.id)
+        finally:
+            try:
+                self._state.disconnect(self._conn, time.monotonic())
+            except Exception:
+                logger.exception("connection %d: cleanup failed", self._conn.id)
+            with anyio.CancelScope(shield=True):
+                await self._stream.aclose()
+            logger.info("close %s (connection %d)", self._peer, self._conn.id)
+
+    async def _receive(self) -> bytes:
+        try:
+            return await self._stream.receive(_READ_SIZE)
+        except anyio.EndOfStream:
+            return b""
+
+    async def _serve(self) -> None:
+        proto, state, conn = self._proto, self._state, self._conn
+        while True:
+            data = await self._receive()
+            proto.receive_data(data)
+            if not data:
+                state.half_close(conn, time.monotonic())
+            out: list[bytes] = []
+            while True:
+                event = proto.next_event()
+                if event is NEED_DATA:
+                    break
+                if isinstance(event, BadRequest):
+                    out.append(state.bad_request(conn, event.code, time.monotonic()).encode())
+                    continue
+                if isinstance(event, (ConnectionClosed, Quit)):
+                    # Release the connection's jobs and tubes before the last send, which
+                    # yields to the loop: a command another client sends right after this one
+                    # closed must already see it gone (as with beanstalkd).
+                    state.disconnect(conn, time.monotonic())
+                    if out:
+                        await self._stream.send(b"".join(out))
+                    return
+                reply = state.execute(conn, event, time.monotonic())
+                if reply is None:  # a reserve waits: the client gets what came before it now
+                    if out:
+                        await self._stream.send(b"".join(out))
+                        out = []
+                    reply = await self._wait()
+                out.append(reply.encode())
+            if out:
+                await self._stream.send(b"".join(out))
+
+    async def _wait(self) -> Reply:
+        """Wait for the state to answer this connection's reserve, watching the socket.
+
+        The answer cancels the pending receive (no data is lost: it stays in the stream), so a
+        half-close is handled in this same task, without a hop through a helper task.
+
+        Raises:
+            anyio.BrokenResourceError, OSError: the connection broke while waiting.
+        """
+        conn = self._conn
+        buffered = 0
+        while conn.reply is None:
+            with anyio.CancelScope() as scope:
+                conn.on_reply = scope.cancel
+                if buffered >= _WAIT_BUFFER_CAP:
+                    # The client pipelines heavily behind a blocking reserve: stop reading (as
+                    # beanstalkd does) and let TCP push back until the reserve is answered.
+                    await anyio.sleep_forever()
+                data = await self._receive()
+                self._proto.receive_data(data)
+                buffered += len(data)
+            conn.on_reply = None
+            if not scope.cancelled_caught and not data:
+                self._state.half_close(conn, time.monotonic())  # answers TIMED_OUT
+        reply = conn.take_reply()
+        assert reply is not None
+        return reply
+
+
+def _peer_name(stream: anyio.abc.ByteStream) -> str:
+    try:
+        addr = stream.extra(SocketAttribute.remote_address)
+    except (anyio.TypedAttributeLookupError, OSError):
+        return "?"
+    if isinstance(addr, tuple):
+        return f"{addr[0]}:{addr[1]}"
+    return str(addr) or "unix"
+
+
+def _tune(stream: anyio.abc.ByteStream) -> None:
+    with contextlib.suppress(anyio.TypedAttributeLookupError, OSError):
+        sock = stream.extra(SocketAttribute.raw_socket)
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+async def _accept_unix(listening: socket.socket) -> anyio.abc.SocketStream:
+    """Accept one unix-socket connection.
+
+    Why not ``anyio.create_unix_listener``: on asyncio its streams register ``Future.set_result``
+    as the reader callback, so a client closing in the same loop iteration as a cancellation
+    (e.g. the server shutting down) makes the loop report ``InvalidStateError``. Waiting with
+    ``anyio.wait_readable`` and wrapping the socket with ``SocketStream.from_socket`` gives the
+    same transport-based stream as TCP connections get, without that race.
+    """
+    while True:
+        await anyio.wait_readable(listening)
+        try:
+            client, _ = listening.accept()
+        except BlockingIOError:
+            continue
+        client.setblocking(False)
+        try:
+            return await anyio.abc.SocketStream.from_socket(client)
+        except BaseException:
+            client.close()
+            raise
+
+
+def _unix_listen(path: str) -> socket.socket:
+    _remove_stale_socket(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.setblocking(False)
+        sock.bind(path)
+        sock.listen(4096)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+async def _accept_loop(
+    accept: Callable[[], Awaitable[anyio.abc.SocketStream]],
+    state: ServerState,
+    tg: anyio.abc.TaskGroup,
+) -> None:
+    while True:
+        try:
+            stream = await accept()
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            raise
+        except OSError as exc:  # EMFILE, ENFILE, ECONNABORTED...: back off, keep serving
+            logger.warning("accept failed: %s", exc)
+            await anyio.sleep(_RETRY_ACCEPT_AFTER)
+            continue
+        _tune(stream)
+        tg.start_soon(_Connection(stream, state, _peer_name(stream)).run)
+
+
+def _remove_stale_socket(path: str) -> None:
+    """Remove a unix socket file left by an earlier run; refuse to clobber anything else."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(mode):
+        raise OSError(errno.EEXIST, f"{path} exists and is not a socket")
+    os.unlink(path)
+
+
+@contextlib.asynccontextmanager
+async def serve(
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    unix_path: str | None = None,
+    max_job_size: int = 65535,
+) -> AsyncIterator[Server]:
+    """Run a beanstalkd 1.12-compatible server while the ``async with`` block runs.
+
+    Args:
+        host: the address to listen on (ignored with ``unix_path``).
+        port: the TCP port; 0 picks a free one (see :attr:`Server.address`).
+        unix_path: listen on this unix socket instead of TCP (a stale socket file there is
+            replaced; the file is removed on exit).
+        max_job_size: the largest job body ``put`` accepts, 0 to 1 GiB (beanstalkd's ``-z``).
+
+    Yields:
+        The :class:`Server`, already listening.
+
+    Raises:
+        ValueError: ``port`` or ``max_job_size`` is out of range.
+        OSError: the address cannot be bound.
+    """
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port must be in 0..65535, got {port}")
+    if not 0 <= max_job_size <= MAX_JOB_SIZE_LIMIT:
+        raise ValueError(f"max_job_size must be in 0..{MAX_JOB_SIZE_LIMIT}, got {max_job_size}")
+    state = ServerState(time.monotonic(), max_job_size=max_job_size)
+    body_error: BaseException | None = None
+    async with contextlib.AsyncExitStack() as stack:
+        accepts: list[Callable[[], Awaitable[anyio.abc.SocketStream]]]
+        address: Address
+        if unix_path is not None:
+            unix_sock = _unix_listen(unix_path)
+            stack.callback(_close_unix, unix_sock, unix_path)
+            accepts = [functools.partial(_accept_unix, unix_sock)]
+            address = UnixAddress(unix_path)
+        else:
+            multi = await anyio.create_tcp_listener(local_host=host, local_port=port)
+            stack.push_async_callback(_aclose_shielded, multi)
+            accepts = [cast(anyio.abc.SocketListener, lst).accept for lst in multi.listeners]
+            bound = multi.listeners[0].extra(SocketAttribute.local_address)
+            assert isinstance(bound, tuple)
+            address = TCPAddress(str(bound[0]), int(bound[1]))
+        scheduler = _Scheduler(state)
+        state.on_timer = scheduler.poke
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(scheduler.run)
+            for accept in accepts:
+                tg.start_soon(_accept_loop, accept, state, tg)
+            logger.info("listening on %s", address)
+            try:
+                yield Server(state, address)
+            except BaseException as exc:  # re-raised below as is, not wrapped in a group
+                body_error = exc
+            finally:
+                tg.cancel_scope.cancel()
+        state.on_timer = None
+    if body_error is not None:
+        raise body_error
+
+
+async def _aclose_shielded(resource: anyio.abc.AsyncResource) -> None:
+    with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+        await resource.aclose()
+
+
+def _close_unix(sock: socket.socket, path: str) -> None:
+    sock.close()
+    with contextlib.suppress(OSError):
+        _remove_stale_socket(path)
+
+
+@contextlib.contextmanager
+def run_server(
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    unix_path: str | None = None,
+    max_job_size: int = 65535,
+) -> Iterator[Server]:
+    """Run :func:`serve` in a background thread with its own asyncio event loop.
+
+    For synchronous code and tests: yields the :class:`Server` once it is listening, and on
+    exit closes every connection, stops the loop and joins the thread.
+
+    Args:
+        host, port, unix_path, max_job_size: as for :func:`serve`.
+
+    Raises:
+        ValueError, OSError: as for :func:`serve`, raised in the calling thread.
+    """
+    with (
+        anyio.from_thread.start_blocking_portal(backend="asyncio") as portal,
+        portal.wrap_async_context_manager(
+            serve(host, port, unix_path=unix_path, max_job_size=max_job_size)
+        ) as server,
+    ):
+        yield server
