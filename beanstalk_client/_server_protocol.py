@@ -66,6 +66,7 @@ _ARITY: dict[str, int] = {
     "pause-tube": 2, "quit": 0,
 }
 _NAME_ARGS = {"use", "watch", "ignore", "stats-tube", "pause-tube"}
+_NO_ARGS = tuple(name for name, arity in _ARITY.items() if arity == 0)
 
 
 class ServerConnection:
@@ -138,6 +139,12 @@ class ServerConnection:
         if cls is None:
             return BadRequest(ErrorCode.UNKNOWN_COMMAND, f"unknown command {name!r}")
         args = words[1:]
+        if not args and _ARITY[name]:
+            # beanstalkd matches command words by prefix, "use " with its space: a bare "use"
+            # is unknown, but a bare "stats-job" matches "stats" and is then malformed.
+            if any(name.startswith(bare) for bare in _NO_ARGS):
+                return BadRequest(ErrorCode.BAD_FORMAT, f"{name} without its arguments")
+            return BadRequest(ErrorCode.UNKNOWN_COMMAND, f"{name} without its arguments")
         if len(args) != _ARITY[name]:
             return BadRequest(ErrorCode.BAD_FORMAT, f"{name} takes {_ARITY[name]} arguments")
         try:

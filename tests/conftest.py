@@ -87,7 +87,9 @@ def server_command(kind: str) -> list[str] | None:
     return [binary] if binary else None
 
 
-def start_server(kind: str, *, max_job_size: int = BIG, unix: bool = False) -> BeanstalkServer:
+def start_server(
+    kind: str, *, max_job_size: int = BIG, unix: bool = False, port: int | None = None
+) -> BeanstalkServer:
     """Start a server of ``kind``; skip (or fail under REQUIRE_REAL) if beanstalkd is missing."""
     command = server_command(kind)
     if command is None:
@@ -101,7 +103,7 @@ def start_server(kind: str, *, max_job_size: int = BIG, unix: bool = False) -> B
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         _wait_listening(proc, (socket.AF_UNIX, path), kind)
         return BeanstalkServer(kind, proc, unix_path=path, max_job_size=max_job_size)
-    port = free_port()
+    port = port or free_port()
     args = [*command, "-l", "127.0.0.1", "-p", str(port), "-z", str(max_job_size)]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _wait_listening(proc, (socket.AF_INET, str(port)), kind)

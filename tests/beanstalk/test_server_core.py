@@ -283,7 +283,9 @@ def test_default_max_job_size_is_65535() -> None:
         (b"stats ", "BAD_FORMAT"),
         (b"stats x", "BAD_FORMAT"),
         (b"reserve 1", "BAD_FORMAT"),
-        (b"use", "BAD_FORMAT"),
+        (b"use", "UNKNOWN_COMMAND"),  # beanstalkd matches "use " with its space
+        (b"kick", "UNKNOWN_COMMAND"),
+        (b"stats-job", "BAD_FORMAT"),  # matches the prefix "stats", then malformed
         (b"use ", "BAD_FORMAT"),
         (b"use a b", "BAD_FORMAT"),
         (b"use  a", "BAD_FORMAT"),
