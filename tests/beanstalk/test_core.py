@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -67,10 +66,9 @@ from beanstalk_client._events import (
 )
 from beanstalk_client._protocol import Connection, ConnectionState
 from jobwire.errors import LocalProtocolError, RemoteProtocolError
+from tests.conftest import BEANSTALKD_TRANSCRIPT
 
-TRANSCRIPT = Path("/work/shared/transcripts/beanstalkd-1.12.jsonl")
-if not TRANSCRIPT.exists():  # a checkout next to the shared folder
-    TRANSCRIPT = Path(__file__).parents[3] / "shared/transcripts/beanstalkd-1.12.jsonl"
+TRANSCRIPT = BEANSTALKD_TRANSCRIPT
 
 
 def _exchanges() -> list[dict[str, str]]:

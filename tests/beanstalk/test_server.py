@@ -87,8 +87,9 @@ from beanstalk_client._stats import (
 from beanstalk_client.server import Server, run_server, serve
 from beanstalk_client.server._state import ConnState, JobState, ServerState
 from jobwire import TCPAddress, UnixAddress
+from tests.conftest import BEANSTALKD_TRANSCRIPT
 
-TRANSCRIPT = Path(__file__).resolve().parents[3] / "shared/transcripts/beanstalkd-1.12.jsonl"
+TRANSCRIPT = BEANSTALKD_TRANSCRIPT
 IO_TIMEOUT = 10.0
 SERVER_LOGGER = "beanstalk_client.server"
 

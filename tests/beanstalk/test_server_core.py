@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -42,10 +41,9 @@ from beanstalk_client._commands import (
 )
 from beanstalk_client._events import NEED_DATA, ConnectionClosed, Inserted
 from beanstalk_client._server_protocol import BadRequest, ServerConnection
+from tests.conftest import BEANSTALKD_TRANSCRIPT
 
-TRANSCRIPT = Path("/work/shared/transcripts/beanstalkd-1.12.jsonl")
-if not TRANSCRIPT.exists():
-    TRANSCRIPT = Path(__file__).parents[3] / "shared/transcripts/beanstalkd-1.12.jsonl"
+TRANSCRIPT = BEANSTALKD_TRANSCRIPT
 
 with TRANSCRIPT.open(encoding="utf-8") as _f:
     EXCHANGES = [json.loads(line) for line in _f if line.strip()]
