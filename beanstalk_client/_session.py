@@ -139,22 +139,29 @@ class Session:
             return
         pending.done = True
         if pending.abandoned and isinstance(reply, Reserved):
-            self._give_back(reply.job_id)
+            self.give_back(reply.job_id)
         if pending.then is not None:
             pending.then(pending)
         if pending.waker is not None:
             pending.waker()
 
-    def _give_back(self, job_id: int) -> None:
-        """Release a job reserved for a caller who is gone, keeping its priority."""
+    def give_back(self, job_id: int, done: Callable[[bool], None] | None = None) -> None:
+        """Release a reserved job, keeping its priority: ``stats-job`` learns it, ``release``
+        follows. ``done(True/False)`` is called once the release is answered (or failed)."""
 
         def release(stats: Pending[Ok]) -> None:
             if stats.reply is not None and self.broken is None:
                 priority = parse_job_stats(stats.reply.data)["pri"]
-                self.submit(Release(job_id, priority, 0))
+                follow = self.submit(Release(job_id, priority, 0))
+                if done is not None:
+                    follow.then = lambda p: done(p.error is None)
+            elif done is not None:
+                done(False)
 
         if self.broken is None:
             self.submit(StatsJob(job_id)).then = release
+        elif done is not None:
+            done(False)
 
     def fail(self, error: JobwireError) -> None:
         """Mark the connection unusable and fail every waiting caller with ``error``."""
@@ -164,6 +171,8 @@ class Session:
             pending = self._fifo.popleft()
             pending.error = type(error)(str(error))
             pending.done = True
+            if pending.then is not None:
+                pending.then(pending)
             if pending.waker is not None:
                 pending.waker()
 

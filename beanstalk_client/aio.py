@@ -17,7 +17,7 @@ wire is the order of the FIFO) and then waits for its Pending:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import TypeVar
 
@@ -158,6 +158,51 @@ class AsyncClient(AsyncCommands):
         for pending in pendings:
             await self._settle(pending, limit)
         return pendings
+
+    # -- for workers: submit without waiting, one dedicated reader --------------------------
+
+    def _submit_nowait(
+        self, command: Command[R], then: Callable[[Pending[R]], None] | None = None
+    ) -> Pending[R]:
+        """Queue ``command``; ``then(pending)`` runs (synchronously, in whichever task reads)
+        when its reply or failure arrives. Bytes go out on the next flush; replies are read by
+        :meth:`_serve_replies` or by any caller waiting for its own reply."""
+        pending = self._session.submit(command)
+        pending.then = then
+        return pending
+
+    async def _serve_replies(self) -> None:
+        """Be the reader until cancelled: read, dispatch every reply, flush what callbacks
+        queued. Callers meanwhile wait to be woken by their replies.
+
+        Raises:
+            ConnectionLost: the connection failed or the server closed it.
+        """
+        stream = self._stream
+        if stream is None:
+            await self.connect()
+            stream = self._stream
+            assert stream is not None
+        if self._reading:
+            raise RuntimeError("another task is already reading this connection")
+        self._reading = True
+        try:
+            while True:
+                await self._flush()
+                data = await stream.receive()
+                self._session.receive_data(data)
+                if self._session.broken is not None:
+                    await self._drop_stream()
+                    raise ConnectionLost(str(self._session.broken))
+        except JobwireError as exc:
+            self._session.fail(exc)
+            await self._drop_stream()
+            raise
+        finally:
+            self._reading = False
+            successor = self._session.oldest_waiting()
+            if successor is not None and successor.waker is not None:
+                successor.waker()
 
     async def _settle(self, pending: Pending[Reply], limit: float) -> None:
         try:

@@ -1,0 +1,667 @@
+"""Worker pools over ONE beanstalk connection: pipelined reserves, bounded ack delay,
+DEADLINE_SOON absorbed, auto-touch, retries with back-off, reconnect, graceful stop.
+
+How reserves are pipelined, and why the ack delay stays bounded
+--------------------------------------------------------------
+beanstalkd answers one connection strictly in order: a ``delete`` queued behind a blocking
+``reserve`` waits until that reserve returns. So the worker keeps **at most one blocking
+reserve** in flight (``reserve-with-timeout T``). While the connection holds jobs, ``T`` is
+``max_ack_delay`` (1 s by default; the wire counts whole seconds), so any delete, release, bury or
+touch a finished handler queues is answered within about ``T``, whatever the TTR. Only when
+nothing is held and no other reserve is out may the blocking reserve wait longer
+(``idle_wait``), since no acknowledgement can queue behind it then.
+
+Free capacity beyond that one reserve is filled with **non-blocking** reserves
+(``reserve-with-timeout 0``), issued only once the blocking reserve has found work and stopped
+as soon as one answers ``TIMED_OUT``: a full tube gets up to ``concurrency`` reserves in flight
+on the one connection, an empty tube costs one round trip per ``T`` seconds.
+
+``DEADLINE_SOON`` answering a reserve is not a failure of any job: the server is unblocking the
+connection because a held job is within 1 s of its TTR. The worker counts it, lets the queued
+commands through, and re-issues the reserve after a short pause (the server would answer
+DEADLINE_SOON again at once until the job is touched or finished). Auto-touch keeps slow but
+alive handlers' jobs: after ``touch_after`` seconds it asks ``stats-job`` for the time left and
+touches the job before it runs out, again every TTR; ``handler_timeout`` is a hard limit.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import signal
+import threading
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.from_thread
+import anyio.lowlevel
+import anyio.to_thread
+
+from jobwire._backoff import Backoff
+from jobwire._url import Address, TCPAddress, UnixAddress
+from jobwire.errors import JobwireConnectionError, JobwireError
+
+from ._commands import (
+    DEFAULT_PRIORITY,
+    Bury,
+    Command,
+    Delete,
+    Release,
+    ReserveWithTimeout,
+    StatsJob,
+    Touch,
+    validate_tube,
+)
+from ._events import Ok, Reply, Reserved
+from ._job import Job
+from ._session import Pending
+from ._stats import parse_job_stats
+from .aio import AsyncClient
+from .client import Client
+from .errors import DeadlineSoon, TimedOut
+
+__all__ = ["AsyncWorker", "RetryPolicy", "Worker", "WorkerStats"]
+
+log = logging.getLogger("beanstalk_client.worker")
+
+AsyncHandler = Callable[[Job], Awaitable[object]]
+SyncHandler = Callable[[Job], object]
+
+
+@dataclass
+class WorkerStats:
+    """Counters a worker keeps (read them any time; they only grow, but ``in_flight``)."""
+
+    reserved: int = 0
+    deleted: int = 0
+    released: int = 0
+    buried: int = 0
+    touched: int = 0
+    failed: int = 0  #: handlers that raised or hit handler_timeout
+    lost: int = 0  #: jobs whose outcome could not be reported (connection gone, TTR ran out)
+    deadline_soon: int = 0  #: DEADLINE_SOON replies absorbed
+    reconnects: int = 0
+    in_flight: int = 0  #: jobs held by handlers right now
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """What happens to a job whose handler raised.
+
+    The job is released with ``delay(reserves)`` seconds of delay (exponential: 1, 2, 4 ... up
+    to ``max_delay``), or buried once it has been reserved ``bury_after`` times (the count comes
+    from ``stats-job``). ``priority`` None keeps the job's own priority.
+    """
+
+    base_delay: float = 1.0
+    max_delay: float = 60.0
+    bury_after: int | None = 5
+    priority: int | None = None
+
+    def delay(self, reserves: int) -> int:
+        """Seconds to delay the release after the ``reserves``-th reserve failed."""
+        seconds: float = min(self.max_delay, self.base_delay * 2.0 ** max(reserves - 1, 0))
+        return math.ceil(seconds)
+
+
+ClientTarget = AsyncClient | Client | Address | str
+
+
+def _client_factory(target: ClientTarget, timeout: float | None) -> Callable[[], AsyncClient]:
+    if isinstance(target, (AsyncClient, Client)):
+        address, timeout = target.address, target.timeout
+    elif isinstance(target, str):
+        address = AsyncClient.from_url(target).address
+    else:
+        address = target
+
+    def make() -> AsyncClient:
+        if isinstance(address, UnixAddress):
+            return AsyncClient(unix_path=address.path, timeout=timeout)
+        assert isinstance(address, TCPAddress)
+        return AsyncClient(address.host, address.port, timeout=timeout)
+
+    return make
+
+
+class AsyncWorker:
+    """Run an async handler on jobs from ``tubes``, up to ``concurrency`` at once, on one
+    connection.
+
+        async with AsyncWorker("beanstalk://127.0.0.1:11300", tubes=["emails"],
+                               concurrency=16) as worker:
+            await worker.run(handle)      # until worker.stop(), SIGTERM or SIGINT
+
+    Returning from ``handler(job)`` deletes the job; raising releases it with back-off or
+    buries it (see :class:`RetryPolicy`), logging the exception.
+
+    Inside, one task reads the connection and dispatches replies, one *pump* task issues
+    reserves whenever there is free capacity, one task touches long-running jobs, and each
+    job's handler runs in its own task. Acknowledgements are queued without waiting for their
+    replies: the server handles a connection's commands in order, so a delete queued before the
+    next reserve is always processed before it.
+
+    Args:
+        target: an ``AsyncClient`` (used first; reconnects open new ones like it), a
+            ``beanstalk://`` / ``unix://`` URL, or an address.
+        tubes: tubes to watch (``default`` is ignored unless listed).
+        concurrency: most jobs handled at once; also the most reserves in flight.
+        max_ack_delay: bound, in seconds, on how long a finished job's delete (or release,
+            bury, touch) may wait behind a blocking reserve. Whole seconds on the wire; below 1,
+            reserves poll without blocking every ``max_ack_delay`` seconds.
+        idle_wait: how long the one blocking reserve may wait when nothing is held.
+        retry: what to do with jobs whose handler raised.
+        auto_touch: touch jobs whose handlers run long, before their TTR runs out.
+        touch_after: seconds a handler runs before auto-touch looks at its job.
+        handler_timeout: hard limit per handler, in seconds; over it, the handler is cancelled
+            and the job treated as failed.
+        shutdown_timeout: on stop, how long in-flight handlers may finish before they are
+            cancelled and their jobs released.
+        backoff: reconnect delays (jittered exponential).
+        timeout: the client's reply timeout for connections the worker opens.
+    """
+
+    def __init__(
+        self,
+        target: ClientTarget,
+        *,
+        tubes: Sequence[str] = ("default",),
+        concurrency: int = 1,
+        max_ack_delay: float = 1.0,
+        idle_wait: float = 5.0,
+        retry: RetryPolicy | None = None,
+        auto_touch: bool = True,
+        touch_after: float = 0.5,
+        handler_timeout: float | None = None,
+        shutdown_timeout: float = 30.0,
+        backoff: Backoff | None = None,
+        timeout: float | None = 10.0,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        if not tubes:
+            raise ValueError("watch at least one tube")
+        if max_ack_delay <= 0:
+            raise ValueError("max_ack_delay must be > 0")
+        self.tubes = [validate_tube(t) for t in tubes]
+        self.concurrency = concurrency
+        self.max_ack_delay = max_ack_delay
+        self.idle_wait = idle_wait
+        self.retry = retry or RetryPolicy()
+        self.auto_touch = auto_touch
+        self.touch_after = touch_after
+        self.handler_timeout = handler_timeout
+        self.shutdown_timeout = shutdown_timeout
+        self.backoff = backoff or Backoff(base=0.1, cap=5.0)
+        self.stats = WorkerStats()
+        self._make_client = _client_factory(target, timeout)
+        self._first: AsyncClient | None = target if isinstance(target, AsyncClient) else None
+        self._client: AsyncClient | None = None
+        self._generation = 0
+        self._stopping = False
+        self._stop_event: anyio.Event | None = None
+        self._wake = anyio.Event()
+        self._handlers_tg: anyio.abc.TaskGroup | None = None
+        self._handler: AsyncHandler | None = None
+        self._held: dict[int, _Held] = {}
+        self._reserves_out = 0
+        self._blocking_out = False
+        self._work_known = False
+        self._next_blocking = 0.0
+        self._acks_out = 0
+
+    async def __aenter__(self) -> AsyncWorker:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+        if self._client is not None:
+            await self._client.aclose()
+
+    # -- control -------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop reserving; ``run`` then lets in-flight handlers finish (up to
+        ``shutdown_timeout``), releases what is left and returns. Safe to call from a handler,
+        another task, or a signal handler in the event loop's thread."""
+        self._stopping = True
+        self._wake.set()
+        if self._stop_event is not None:
+            self._stop_event.set()
+
+    async def run(self, handler: AsyncHandler, *, handle_signals: bool | None = None) -> None:
+        """Reserve and handle jobs until :meth:`stop` (or SIGTERM/SIGINT when
+        ``handle_signals``; by default only in the main thread). Reconnects with back-off when
+        the connection is lost, restoring the watch list."""
+        if handle_signals is None:
+            handle_signals = threading.current_thread() is threading.main_thread()
+        self._handler = handler
+        self._stop_event = anyio.Event()
+        if self._stopping:
+            self._stop_event.set()
+        async with anyio.create_task_group() as outer:
+            if handle_signals:
+                outer.start_soon(self._watch_signals)
+            # Handler tasks live in their own task group, hosted by a task, so that shutdown can
+            # cancel them while the connection's reader still runs to carry their releases.
+            self._handlers_tg = await outer.start(self._host_handlers)
+            while not self._stopping:
+                try:
+                    client = await self._connect()
+                    await self._serve(client)
+                except JobwireConnectionError as exc:
+                    await self._pause_before_reconnect(exc)
+            outer.cancel_scope.cancel()
+        self._handlers_tg = None
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    @staticmethod
+    async def _host_handlers(*, task_status: anyio.abc.TaskStatus[anyio.abc.TaskGroup]) -> None:
+        async with anyio.create_task_group() as tg:
+            task_status.started(tg)
+            await anyio.sleep_forever()
+
+    # -- connection ----------------------------------------------------------------------------
+
+    async def _watch_signals(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                log.info("signal %s: stopping after in-flight jobs", signum)
+                self.stop()
+
+    async def _connect(self) -> AsyncClient:
+        client, self._first = (self._first or self._make_client()), None
+        try:
+            for tube in self.tubes:
+                await client.watch(tube)
+            if "default" not in self.tubes:
+                await client.ignore("default")
+        except BaseException:
+            await client.aclose()
+            raise
+        old, self._client = self._client, client
+        self._generation += 1
+        self._reserves_out = 0
+        self._blocking_out = False
+        self._work_known = False
+        if old is not None:
+            await old.aclose()
+        self.backoff.reset()
+        return client
+
+    async def _pause_before_reconnect(self, exc: JobwireError) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+        if self._stopping:
+            return
+        self.stats.reconnects += 1
+        delay = self.backoff.next_delay()
+        log.warning("connection lost (%s); reconnecting in %.2f s", exc, delay)
+        assert self._stop_event is not None
+        with anyio.move_on_after(delay):
+            await self._stop_event.wait()
+
+    async def _serve(self, client: AsyncClient) -> None:
+        """Run the reader, the pump and the toucher on ``client`` until stop or failure.
+
+        Raises:
+            JobwireConnectionError: the connection was lost (``run`` reconnects).
+        """
+        lost: list[JobwireConnectionError] = []
+
+        async def guarded(task: Callable[[], Awaitable[None]]) -> None:
+            try:
+                await task()
+            except JobwireConnectionError as exc:
+                lost.append(exc)
+                tg.cancel_scope.cancel()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(guarded, client._serve_replies)
+            if self.auto_touch:
+                tg.start_soon(guarded, lambda: self._toucher(client))
+            # Stopping: wait for the handlers (cancelling, and so releasing, what overruns
+            # shutdown_timeout), then for every queued ack to be answered, so that closing
+            # cannot drop a delete the server has not read yet.
+            await guarded(lambda: self._pump(client))
+            await guarded(self._wait_handlers)
+            await guarded(self._wait_acks)
+            tg.cancel_scope.cancel()
+        if lost:
+            raise lost[0]
+
+    # -- reserving -----------------------------------------------------------------------------
+
+    async def _pump(self, client: AsyncClient) -> None:
+        while not self._stopping:
+            # A fresh event *before* looking at the state: whatever changes it from here on
+            # (a reply, a finished handler) wakes this loop, even during the flush below.
+            wake = self._wake = anyio.Event()
+            free = self.concurrency - len(self._held) - self._reserves_out
+            retry_in = 0.0
+            if free > 0:
+                if self._work_known:
+                    for _ in range(free):
+                        client._submit_nowait(ReserveWithTimeout(0), self._on_reserve)
+                    self._reserves_out += free
+                elif not self._blocking_out:
+                    retry_in = self._next_blocking - anyio.current_time()
+                    if retry_in <= 0:
+                        self._blocking_out = True
+                        self._reserves_out += 1
+                        client._submit_nowait(
+                            ReserveWithTimeout(self._blocking_wait()), self._on_blocking_reserve
+                        )
+            await client._flush()
+            if retry_in > 0:
+                with anyio.move_on_after(retry_in):
+                    await wake.wait()
+            else:
+                await wake.wait()
+
+    def _blocking_wait(self) -> int:
+        held = bool(self._held) or self._reserves_out > 1
+        wait = self.max_ack_delay if held else max(self.idle_wait, self.max_ack_delay)
+        return int(wait) if wait >= 1 else 0
+
+    def _on_blocking_reserve(self, pending: Pending[Reserved]) -> None:
+        self._blocking_out = False
+        if isinstance(pending.error, TimedOut) and self.max_ack_delay < 1:
+            self._next_blocking = anyio.current_time() + self.max_ack_delay
+        self._on_reserve(pending)
+
+    def _on_reserve(self, pending: Pending[Reserved]) -> None:
+        self._reserves_out -= 1
+        self._wake.set()
+        reply, error = pending.reply, pending.error
+        if reply is not None:
+            self._work_known = True
+            self.stats.reserved += 1
+            job = Job(reply.job_id, reply.body)
+            if self._stopping or self._handlers_tg is None or self._client is None:
+                # Reserved after stop began: give it straight back, priority kept.
+                self._ack(Release, self._generation, job)
+                return
+            self._held[job.id] = _Held(anyio.current_time(), self._generation)
+            self.stats.in_flight += 1
+            self._handlers_tg.start_soon(self._handle, self._generation, job)
+        elif isinstance(error, TimedOut):
+            self._work_known = False
+        elif isinstance(error, DeadlineSoon):
+            # A held job is within 1 s of its TTR; the server would answer a new reserve the
+            # same way at once, so pause reserving briefly instead of spinning.
+            self.stats.deadline_soon += 1
+            self._work_known = False
+            self._next_blocking = anyio.current_time() + 0.2
+
+    # -- handling ------------------------------------------------------------------------------
+
+    async def _handle(self, generation: int, job: Job) -> None:
+        assert self._handler is not None
+        try:
+            if self.handler_timeout is None:
+                await self._handler(job)
+            else:
+                with anyio.fail_after(self.handler_timeout):
+                    await self._handler(job)
+        except anyio.get_cancelled_exc_class():
+            log.warning("job %d: handler cancelled at shutdown; releasing it", job.id)
+            self._ack(Release, generation, job)
+            self._done(job)
+            raise
+        except Exception as exc:  # the handler's failure is the job's outcome
+            self.stats.failed += 1
+            log.error("job %d: handler failed", job.id, exc_info=exc)
+            try:
+                await self._fail(generation, job)
+            finally:
+                self._done(job)
+            return
+        except BaseException:
+            self._done(job)
+            raise
+        self._ack(Delete, generation, job)
+        self._done(job)
+
+    def _done(self, job: Job) -> None:
+        if self._held.pop(job.id, None) is not None:
+            self.stats.in_flight -= 1
+        self._wake.set()
+
+    async def _fail(self, generation: int, job: Job) -> None:
+        client = self._client
+        reserves = 1
+        priority = self.retry.priority
+        if client is not None and generation == self._generation:
+            try:
+                stats = await client.stats_job(job)
+                reserves = stats["reserves"]
+                priority = stats["pri"] if priority is None else priority
+            except JobwireError:
+                pass
+        if self.retry.bury_after is not None and reserves >= self.retry.bury_after:
+            self._ack(Bury, generation, job, priority=priority)
+        else:
+            self._ack(Release, generation, job, priority=priority,
+                      delay=self.retry.delay(reserves))
+
+    def _ack(
+        self,
+        kind: type[Delete | Release | Bury | Touch],
+        generation: int,
+        job: Job,
+        *,
+        priority: int | None = None,
+        delay: int = 0,
+    ) -> None:
+        """Queue a job's outcome without waiting; the reply updates the counters, and one
+        that says the server no longer holds the job for us is logged and counted as lost."""
+        client = self._client
+        if client is None or client._session.broken is not None:
+            self._lost(job, kind.name, "no connection", generation)
+            return
+        if kind is not Delete and generation != self._generation:
+            # Only this connection could release, bury or touch it; the server has put the
+            # job back (TTR or connection close). A delete is still worth trying.
+            self._lost(job, kind.name, "reserved on a lost connection", generation)
+            return
+        if kind is Delete:
+            command: Command[Reply] = Delete(job.id)
+        elif kind is Touch:
+            command = Touch(job.id)
+        elif kind is Bury:
+            command = Bury(job.id, DEFAULT_PRIORITY if priority is None else priority)
+        elif priority is None:  # release of a cancelled handler's job: keep its priority
+            self._acks_out += 1
+
+            def released(ok: bool) -> None:
+                self._acks_out -= 1
+                self._wake.set()
+                if ok:
+                    self.stats.released += 1
+                else:
+                    self._lost(job, "release", "server refused", generation)
+
+            client._session.give_back(job.id, released)
+            self._wake.set()
+            return
+        else:
+            command = Release(job.id, priority, delay)
+        self._acks_out += 1
+
+        def on_reply(pending: Pending[Reply]) -> None:
+            self._acks_out -= 1
+            self._wake.set()
+            if pending.error is None:
+                counter = _COUNTERS[kind]
+                setattr(self.stats, counter, getattr(self.stats, counter) + 1)
+            else:
+                self._lost(job, kind.name, str(pending.error), generation)
+
+        client._submit_nowait(command, on_reply)
+        self._wake.set()  # the pump flushes it
+
+    def _lost(self, job: Job, action: str, why: str, generation: int) -> None:
+        self.stats.lost += 1
+        where = "a lost connection" if generation != self._generation else "this connection"
+        log.warning(
+            "job %d: %s not done (%s); it was reserved on %s and the server has released it "
+            "or will when its TTR runs out", job.id, action, why, where,
+        )
+
+    # -- auto-touch ----------------------------------------------------------------------------
+
+    async def _toucher(self, client: AsyncClient) -> None:
+        """Touch held jobs before their TTR runs out. One task for all jobs; a handler that
+        finishes within ``touch_after`` costs nothing here."""
+        interval = min(self.touch_after, 0.25)
+        while True:
+            await anyio.sleep(interval)
+            now = anyio.current_time()
+            for job_id, held in list(self._held.items()):
+                if held.generation != self._generation or now - held.started < self.touch_after:
+                    continue
+                if held.ttr is None and held.due is None:
+                    held.due = math.inf  # asked; the answer sets the real due time
+                    client._submit_nowait(StatsJob(job_id), self._touch_plan(held))
+                elif held.due is not None and now >= held.due:
+                    held.due = math.inf
+                    client._submit_nowait(Touch(job_id), self._touched(job_id, held))
+            await client._flush()
+
+    def _touch_plan(self, held: _Held) -> Callable[[Pending[Ok]], None]:
+        def plan(pending: Pending[Ok]) -> None:
+            if pending.reply is not None:
+                stats = parse_job_stats(pending.reply.data)
+                held.schedule(stats["ttr"], stats["time-left"], self.max_ack_delay)
+
+        return plan
+
+    def _touched(self, job_id: int, held: _Held) -> Callable[[Pending[Reply]], None]:
+        def touched(pending: Pending[Reply]) -> None:
+            if pending.error is None and held.ttr is not None:
+                self.stats.touched += 1
+                held.schedule(held.ttr, held.ttr, self.max_ack_delay)
+            else:
+                log.warning("job %d: touch failed: %s", job_id, pending.error)
+
+        return touched
+
+    # -- shutdown ------------------------------------------------------------------------------
+
+    async def _wait_handlers(self) -> None:
+        if not self._held:
+            return
+        log.info("stopping: waiting up to %.1f s for %d handler(s)", self.shutdown_timeout,
+                 len(self._held))
+        with anyio.move_on_after(self.shutdown_timeout):
+            await self._until(lambda: not self._held)
+        if self._held and self._handlers_tg is not None:
+            self._handlers_tg.cancel_scope.cancel()  # each releases its job as it ends
+            await self._until(lambda: not self._held)
+
+    async def _until(self, condition: Callable[[], bool]) -> None:
+        while True:
+            wake = self._wake = anyio.Event()
+            if condition():
+                return
+            if self._client is not None:
+                await self._client._flush()
+            await wake.wait()
+
+    async def _wait_acks(self) -> None:
+        with anyio.move_on_after(max(self.max_ack_delay, self.idle_wait) + 5):
+            await self._until(lambda: self._acks_out == 0)
+
+
+class _Held:
+    """A job a handler is working on."""
+
+    __slots__ = ("started", "generation", "due", "ttr")
+
+    def __init__(self, started: float, generation: int) -> None:
+        self.started = started
+        self.generation = generation
+        self.due: float | None = None  # when to touch next (monotonic)
+        self.ttr: int | None = None
+
+    def schedule(self, ttr: int, left: float, max_ack_delay: float) -> None:
+        """Touch ahead of the deadline by the time a touch may wait behind a blocking reserve
+        plus half a second, or half the TTR for very short ones."""
+        self.ttr = ttr
+        self.due = anyio.current_time() + left - min(max_ack_delay + 0.5, ttr / 2)
+
+
+_COUNTERS: dict[type[Any], str] = {
+    Delete: "deleted", Release: "released", Bury: "buried", Touch: "touched",
+}
+
+
+class Worker:
+    """Run a blocking handler on jobs from ``tubes``, up to ``concurrency`` at once in a thread
+    pool, over one connection. Same policy and arguments as :class:`AsyncWorker`.
+
+        Worker("beanstalk://127.0.0.1:11300", tubes=["emails"], concurrency=8).run(handle)
+
+    ``handler_timeout`` cannot stop a Python thread: over it, the job is released and the
+    thread's eventual result is ignored.
+    """
+
+    def __init__(self, target: ClientTarget, **options: Any) -> None:
+        if isinstance(target, AsyncClient):
+            raise TypeError("Worker takes a Client, URL or address; AsyncWorker an AsyncClient")
+        self._target = target
+        self._options = options
+        self._async: AsyncWorker | None = None
+        self._token: anyio.lowlevel.EventLoopToken | None = None
+        self._stop_requested = False
+        self._ready = threading.Event()
+
+    @property
+    def stats(self) -> WorkerStats:
+        """The counters of the running (or last) worker."""
+        return self._async.stats if self._async is not None else WorkerStats()
+
+    def run(self, handler: SyncHandler, *, handle_signals: bool | None = None) -> None:
+        """Block, handling jobs, until :meth:`stop` (from any thread) or SIGTERM/SIGINT."""
+        anyio.run(self._main, handler, handle_signals)
+
+    async def _main(self, handler: SyncHandler, handle_signals: bool | None) -> None:
+        worker = AsyncWorker(self._target, **self._options)
+        limiter = anyio.CapacityLimiter(worker.concurrency)
+
+        async def in_thread(job: Job) -> object:
+            return await anyio.to_thread.run_sync(
+                handler, job, limiter=limiter, abandon_on_cancel=True
+            )
+
+        self._async = worker
+        self._token = anyio.lowlevel.current_token()
+        self._ready.set()
+        if self._stop_requested:
+            worker.stop()
+        async with worker:
+            await worker.run(in_thread, handle_signals=handle_signals)
+
+    def stop(self) -> None:
+        """Ask the worker to stop (from any thread, a handler included)."""
+        self._stop_requested = True
+        if self._async is None or self._token is None:
+            return
+        try:
+            anyio.from_thread.run_sync(self._async.stop, token=self._token)
+        except RuntimeError:  # called from the event loop thread itself
+            self._async.stop()
+

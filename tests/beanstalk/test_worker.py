@@ -1,0 +1,358 @@
+"""Workers against the bundled server and the real beanstalkd: pipelined reserves on one
+connection, bounded ack delay, DEADLINE_SOON, auto-touch, retries, shutdown, reconnect."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import anyio
+import pytest
+
+from beanstalk_client import AsyncClient, Client, DeadlineSoon, Job, NotFound
+from beanstalk_client.worker import AsyncWorker, RetryPolicy, Worker
+
+from ..conftest import BeanstalkServer, start_server
+
+pytestmark = pytest.mark.anyio
+
+
+def _producer(server: BeanstalkServer, tube: str) -> Client:
+    c = Client.from_url(server.url)
+    c.use(tube)
+    return c
+
+
+async def _run_until(worker: AsyncWorker, handler, done: anyio.Event, limit: float = 20) -> None:  # type: ignore[no-untyped-def]
+    async def stopper() -> None:
+        await done.wait()
+        worker.stop()
+
+    with anyio.fail_after(limit):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(stopper)
+            await worker.run(handler, handle_signals=False)
+            tg.cancel_scope.cancel()
+
+
+async def test_pool_handles_every_job_on_one_connection(
+    server: BeanstalkServer, tube: str
+) -> None:
+    with _producer(server, tube) as p:
+        ids = p.put_many([b"%d" % i for i in range(500)])
+        seen: list[int] = []
+        done = anyio.Event()
+        peak = 0
+        running = 0
+        async with AsyncWorker(server.url, tubes=[tube], concurrency=16) as worker:
+
+            async def handler(job: Job) -> None:
+                nonlocal running, peak
+                running += 1
+                peak = max(peak, running)
+                await anyio.sleep(0.005)
+                running -= 1
+                seen.append(job.id)
+                if len(seen) == len(ids):
+                    done.set()
+
+            await _run_until(worker, handler, done)
+        assert sorted(seen) == ids
+        assert 1 < peak <= 16
+        assert (worker.stats.reserved, worker.stats.deleted) == (500, 500)
+        assert worker.stats.in_flight == 0 and worker.stats.lost == 0
+        stats = p.stats_tube(tube)
+        assert stats["current-jobs-ready"] == 0 and stats["current-jobs-reserved"] == 0
+        assert stats["cmd-delete"] == 500
+        for _ in range(100):  # the server notices the close a moment later
+            if p.stats_tube(tube)["current-watching"] == 0:
+                break
+            time.sleep(0.01)
+        else:
+            pytest.fail("the worker's connection is still open")
+
+
+async def test_ack_delay_is_bounded_whatever_the_ttr(server: BeanstalkServer, tube: str) -> None:
+    """TTR 120, two reserves in flight, empty tube: the delete is answered in about a second."""
+    with _producer(server, tube) as p:
+        job_id = p.put(b"one", ttr=120)
+        finished = deleted = 0.0
+        done = anyio.Event()
+        async with AsyncWorker(server.url, tubes=[tube], concurrency=2) as worker:
+
+            async def handler(job: Job) -> None:
+                nonlocal finished
+                await anyio.sleep(0.3)  # long enough for a blocking reserve to be out
+                finished = time.monotonic()
+
+            async def watch() -> None:
+                nonlocal deleted
+                while worker.stats.deleted == 0:
+                    await anyio.sleep(0.01)
+                deleted = time.monotonic()
+                done.set()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(watch)
+                await _run_until(worker, handler, done)
+        assert 0 <= deleted - finished < 2.0, deleted - finished
+        with pytest.raises(NotFound):
+            p.stats_job(job_id)
+
+
+async def test_multiple_reserves_exchange(server: BeanstalkServer, tube: str) -> None:
+    """beanstalk-multiple-reserves.txt: reserve, reserve, delete -> DEADLINE_SOON, DELETED."""
+    async with AsyncClient.from_url(server.url) as c:
+        await c.use(tube)
+        await c.watch(tube)
+        await c.ignore("default")
+        await c.put(b"this is my cool tweet", ttr=2)
+        job = await c.reserve()
+        outcome: list[object] = []
+
+        async def second_reserve() -> None:
+            try:
+                await c.reserve()
+            except DeadlineSoon as exc:
+                outcome.append(exc)
+
+        started = time.monotonic()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(second_reserve)
+            await anyio.sleep(0.05)  # the second reserve is on the wire before the delete
+            with anyio.fail_after(5):
+                await c.delete(job)  # held behind the reserve until DEADLINE_SOON
+        elapsed = time.monotonic() - started
+        assert len(outcome) == 1 and isinstance(outcome[0], DeadlineSoon)
+        assert 0.5 < elapsed < 3, elapsed  # ttr 2 minus the 1 s margin
+
+
+async def test_deadline_soon_is_absorbed(server: BeanstalkServer, tube: str) -> None:
+    with _producer(server, tube) as p:
+        job_id = p.put(b"x", ttr=2)
+        done = anyio.Event()
+        async with AsyncWorker(
+            server.url, tubes=[tube], concurrency=2, auto_touch=False
+        ) as worker:
+
+            async def handler(job: Job) -> None:
+                await anyio.sleep(1.5)  # into the 1 s safety margin, but within the TTR
+                done.set()
+
+            await _run_until(worker, handler, done)
+        assert worker.stats.deadline_soon >= 1
+        assert (worker.stats.failed, worker.stats.lost, worker.stats.deleted) == (0, 0, 1)
+        with pytest.raises(NotFound):
+            p.peek(job_id)
+
+
+@pytest.mark.slow
+async def test_auto_touch_keeps_a_slow_handlers_job(server: BeanstalkServer, tube: str) -> None:
+    with _producer(server, tube) as p:
+        job_id = p.put(b"slow", ttr=2)
+        done = anyio.Event()
+        async with AsyncWorker(server.url, tubes=[tube], concurrency=1) as worker:
+
+            async def handler(job: Job) -> None:
+                await anyio.sleep(4)  # twice the TTR
+                assert p.stats_job(job_id)["timeouts"] == 0
+                done.set()
+
+            await _run_until(worker, handler, done)
+        assert worker.stats.touched >= 1
+        assert (worker.stats.deleted, worker.stats.lost, worker.stats.reserved) == (1, 0, 1)
+
+
+async def test_failures_release_with_backoff_then_bury(server: BeanstalkServer, tube: str) -> None:
+    with _producer(server, tube) as p:
+        job_id = p.put(b"bad", priority=77)
+        attempts = 0
+        done = anyio.Event()
+        retry = RetryPolicy(base_delay=0, bury_after=3)
+        async with AsyncWorker(server.url, tubes=[tube], concurrency=2, retry=retry) as worker:
+
+            async def handler(job: Job) -> None:
+                nonlocal attempts
+                attempts += 1
+                raise RuntimeError(f"attempt {attempts}")
+
+            async def watch() -> None:
+                while worker.stats.buried == 0:
+                    await anyio.sleep(0.02)
+                done.set()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(watch)
+                await _run_until(worker, handler, done)
+        stats = p.stats_job(job_id)
+        assert (stats["state"], stats["reserves"], stats["releases"]) == ("buried", 3, 2)
+        assert stats["pri"] == 77  # the job's own priority is kept
+        assert (worker.stats.failed, worker.stats.released, worker.stats.buried) == (3, 2, 1)
+
+
+async def test_release_delay_grows(server: BeanstalkServer, tube: str) -> None:
+    with _producer(server, tube) as p:
+        job_id = p.put(b"bad")
+        done = anyio.Event()
+        async with AsyncWorker(server.url, tubes=[tube], retry=RetryPolicy(base_delay=30)) as w:
+
+            async def handler(job: Job) -> None:
+                done.set()
+                raise ValueError("boom")
+
+            await _run_until(w, handler, done)
+        stats = p.stats_job(job_id)
+        assert (stats["state"], stats["delay"]) == ("delayed", 30)
+
+
+async def test_handler_timeout_is_a_failure(server: BeanstalkServer, tube: str) -> None:
+    with _producer(server, tube) as p:
+        job_id = p.put(b"hang")
+        done = anyio.Event()
+        retry = RetryPolicy(base_delay=0)
+        async with AsyncWorker(
+            server.url, tubes=[tube], handler_timeout=0.3, retry=retry
+        ) as worker:
+
+            async def handler(job: Job) -> None:
+                await anyio.sleep(60)
+
+            async def watch() -> None:
+                while worker.stats.released == 0:
+                    await anyio.sleep(0.02)
+                done.set()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(watch)
+                await _run_until(worker, handler, done)
+        assert worker.stats.failed >= 1
+        assert p.stats_job(job_id)["releases"] >= 1
+
+
+async def test_stop_lets_handlers_finish(server: BeanstalkServer, tube: str) -> None:
+    with _producer(server, tube) as p:
+        p.put_many([b"a", b"b", b"c"])
+        started = anyio.Event()
+        finished: list[int] = []
+        async with AsyncWorker(server.url, tubes=[tube], concurrency=3) as worker:
+
+            async def handler(job: Job) -> None:
+                started.set()
+                await anyio.sleep(0.5)
+                finished.append(job.id)
+
+            await _run_until(worker, handler, started)
+        assert len(finished) == worker.stats.deleted >= 1
+        assert worker.stats.in_flight == 0
+        stats = p.stats_tube(tube)
+        assert stats["current-jobs-reserved"] == 0
+        assert stats["current-jobs-ready"] == 3 - len(finished)
+
+
+async def test_stop_deadline_releases_what_is_left(server: BeanstalkServer, tube: str) -> None:
+    with _producer(server, tube) as p:
+        job_id = p.put(b"stuck", priority=9)
+        started = anyio.Event()
+        async with AsyncWorker(server.url, tubes=[tube], shutdown_timeout=0.2) as worker:
+
+            async def handler(job: Job) -> None:
+                started.set()
+                await anyio.sleep(30)
+
+            t0 = time.monotonic()
+            await _run_until(worker, handler, started)
+            assert time.monotonic() - t0 < 5
+        assert worker.stats.released == 1 and worker.stats.deleted == 0
+        stats = p.stats_job(job_id)
+        assert (stats["state"], stats["pri"]) == ("ready", 9)
+
+
+@pytest.mark.slow
+async def test_reconnect_restores_watch_list(tube: str, anyio_backend: str) -> None:
+    srv = start_server("bundled")
+    port = srv.port
+    try:
+        seen: list[bytes] = []
+        done = anyio.Event()
+        async with AsyncWorker(srv.url, tubes=[tube], concurrency=4) as worker:
+
+            async def handler(job: Job) -> None:
+                seen.append(job.body)
+                if job.body == b"after":
+                    done.set()
+
+            async def operate() -> None:
+                nonlocal srv
+                with _producer(srv, tube) as p:
+                    p.put(b"before")
+                while not seen:
+                    await anyio.sleep(0.02)
+                srv.stop()  # the server dies under the worker
+                await anyio.sleep(0.3)
+                srv = start_server("bundled", port=port)
+                with _producer(srv, tube) as p:
+                    p.put(b"after")
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(operate)
+                await _run_until(worker, handler, done, limit=30)
+        assert seen[0] == b"before" and seen[-1] == b"after"
+        assert worker.stats.reconnects >= 1
+    finally:
+        srv.stop()
+
+
+def test_sync_worker_thread_pool(server: BeanstalkServer, tube: str) -> None:
+    with _producer(server, tube) as p:
+        ids = p.put_many([b"%d" % i for i in range(200)])
+        lock = threading.Lock()
+        seen: list[int] = []
+        threads: set[int] = set()
+        worker = Worker(server.url, tubes=[tube], concurrency=8)
+
+        def handler(job: Job) -> None:
+            time.sleep(0.002)
+            with lock:
+                seen.append(job.id)
+                threads.add(threading.get_ident())
+                if len(seen) == len(ids):
+                    worker.stop()  # from a handler thread
+
+        runner = threading.Thread(target=worker.run, args=(handler,), daemon=True)
+        runner.start()
+        runner.join(30)
+        assert not runner.is_alive()
+        assert sorted(seen) == ids and len(threads) > 1
+        assert worker.stats.deleted == 200
+        assert p.stats_tube(tube)["current-jobs-ready"] == 0
+
+
+def test_sigterm_stops_gracefully(server: BeanstalkServer, tube: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    script = tmp_path / "w.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys, time
+        from beanstalk_client.worker import Worker
+        worker = Worker({server.url!r}, tubes=[{tube!r}], concurrency=2)
+        def handler(job):
+            print("start", job.id, flush=True)
+            time.sleep(0.5)
+            print("end", job.id, flush=True)
+        worker.run(handler)
+        print("deleted", worker.stats.deleted, "released", worker.stats.released, flush=True)
+    """))
+    with _producer(server, tube) as p:
+        job_id = p.put(b"x")
+        proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None
+        assert proc.stdout.readline().split() == ["start", str(job_id)]
+        os.kill(proc.pid, signal.SIGTERM)
+        out, _ = proc.communicate(timeout=15)
+        assert proc.returncode == 0
+        assert f"end {job_id}" in out and "deleted 1 released 0" in out
+        with pytest.raises(NotFound):
+            p.peek(job_id)
