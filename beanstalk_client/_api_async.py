@@ -1,4 +1,4 @@
-"""The beanstalk commands as async methods: the single source of the client API.
+"""The beanstalk commands as methods, written once: the single source of both client APIs.
 
 ``_api_sync.py`` is generated from ``_api_async.py`` by ``scripts/unasync.py`` (a test
 fails when the two drift apart). Each method builds a validated command, hands it to the

@@ -1,4 +1,5 @@
-"""The beanstalk commands as blocking methods. GENERATED from _api_async.py: do not edit.
+# GENERATED from _api_async.py by scripts/unasync.py: do not edit.
+"""The beanstalk commands as methods, written once: the single source of both client APIs.
 
 ``_api_sync.py`` is generated from ``_api_async.py`` by ``scripts/unasync.py`` (a test
 fails when the two drift apart). Each method builds a validated command, hands it to the

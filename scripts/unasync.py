@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Generate the sync command API from the async one (httpcore's approach).
 
-    scripts/unasync.py          rewrite beanstalk_client/_api_sync.py
-    scripts/unasync.py --check  exit 1 if it is out of date (run by the test suite)
+    scripts/unasync.py          rewrite every <package>/_api_sync.py from its _api_async.py
+    scripts/unasync.py --check  exit 1 if one is out of date (run by the test suite)
 
-Only the command-method layer is generated; the transports (client.py, aio.py) are written by
-hand and stay thin because every protocol rule is in the Sans-IO core.
+Only the command-method layer is generated; the transports are shared (jobwire/_transport.py)
+and stay thin because every protocol rule is in the Sans-IO core. ``AsyncFoo`` names become
+``Foo``; the generated file says at its top that it is generated.
 """
 
 from __future__ import annotations
@@ -15,23 +16,22 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PAIRS = [(ROOT / "beanstalk_client/_api_async.py", ROOT / "beanstalk_client/_api_sync.py")]
+PAIRS = [(src, src.with_name("_api_sync.py")) for src in sorted(ROOT.glob("*/_api_async.py"))]
+HEADER = "# GENERATED from _api_async.py by scripts/unasync.py: do not edit.\n"
 
 SUBS = [
     (r"\basync def\b", "def"),
     (r"\bawait ", ""),
     (r"\basync with\b", "with"),
     (r"\basync for\b", "for"),
-    (r"\bAsyncCommands\b", "Commands"),
-    (r"The beanstalk commands as async methods: the single source of the client API\.",
-     "The beanstalk commands as blocking methods. GENERATED from _api_async.py: do not edit."),
+    (r"\bAsync([A-Z]\w*)", r"\1"),
 ]
 
 
 def convert(source: str) -> str:
     for pattern, replacement in SUBS:
         source = re.sub(pattern, replacement, source)
-    return source
+    return HEADER + source
 
 
 def main() -> int:
