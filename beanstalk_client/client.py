@@ -7,14 +7,12 @@ otherwise be read by the next call; the server then releases every job it held.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from types import TracebackType
 from typing import TypeVar
 
-from jobwire._streams import SyncStream
+from jobwire._transport import SyncTransport
 from jobwire._url import Address, TCPAddress, UnixAddress, parse_url
-from jobwire.errors import ConnectionLost, JobwireError, OperationTimeout
 
 from ._api_sync import Commands
 from ._commands import Command
@@ -25,7 +23,6 @@ from ._session import Pending, Session
 __all__ = ["Client"]
 
 R = TypeVar("R", bound=Reply)
-T = TypeVar("T")
 
 DEFAULT_PORT = 11300
 
@@ -59,8 +56,11 @@ class Client(Commands):
         self.address: Address = UnixAddress(unix_path) if unix_path else TCPAddress(host, port)
         self.timeout = timeout
         self._session = Session(max_body_size=max_body_size)
-        self._stream: SyncStream | None = SyncStream.connect(
-            self.address, timeout if connect_timeout is None else connect_timeout
+        self._transport = SyncTransport(
+            self.address,
+            self._session,
+            timeout=timeout,
+            connect_timeout=timeout if connect_timeout is None else connect_timeout,
         )
 
     @classmethod
@@ -79,10 +79,7 @@ class Client(Commands):
 
     def close(self) -> None:
         """Close the connection (what ``quit`` does); the server releases the jobs it held."""
-        self._session.fail(ConnectionLost("client closed"))
-        stream, self._stream = self._stream, None
-        if stream is not None:
-            stream.close()
+        self._transport.close()
 
     def __enter__(self) -> Client:
         return self
@@ -99,61 +96,22 @@ class Client(Commands):
 
     def _call(self, command: Command[R], wait: float | None = 0.0) -> R:
         pending = self._session.submit(command)
-        self._flush()
+        self._transport.flush()
         limit = None if wait is None or self.timeout is None else wait + self.timeout
-        self._wait(pending, limit)
-        return pending.result()
+        return self._transport.wait(pending, limit)
 
     def _call_many(self, commands: Iterable[Command[Reply]], window: int) -> list[Pending[Reply]]:
         if window < 1:
             raise ValueError("window must be >= 1")
+        transport = self._transport
         pendings: list[Pending[Reply]] = []
         for command in commands:
             if self._session.in_flight >= window:
                 # Refill only once half the window has drained: fewer, larger writes.
-                self._flush()
-                self._wait(pendings[-(window // 2) - 1], self.timeout)
+                transport.flush()
+                transport.wait_done(pendings[-(window // 2) - 1], self.timeout)
             pendings.append(self._session.submit(command))
-        self._flush()
+        transport.flush()
         if pendings:
-            self._wait(pendings[-1], self.timeout)
+            transport.wait_done(pendings[-1], self.timeout)
         return pendings
-
-    def _flush(self) -> None:
-        data = self._session.data_to_send()
-        if data:
-            self._io(lambda stream: stream.send(data, self.timeout))
-
-    def _wait(self, pending: Pending[Reply], limit: float | None) -> None:
-        deadline = None if limit is None else time.monotonic() + limit
-        timeout = limit
-        while not pending.done:
-            data = self._io(lambda stream, t=timeout: stream.receive(t))  # type: ignore[misc]
-            self._session.receive_data(data)
-            if self._session.broken is not None:
-                self._drop_stream()
-            elif deadline is not None:
-                timeout = max(deadline - time.monotonic(), 0.001)
-            # receive_data may have queued follow-up commands (none in sync use today)
-            self._flush()
-
-    def _io(self, op: Callable[[SyncStream], T]) -> T:
-        stream = self._stream
-        if stream is None:
-            raise ConnectionLost(f"connection closed: {self._session.broken or 'closed by caller'}")
-        try:
-            return op(stream)
-        except OperationTimeout as exc:
-            # The reply may still come and would be read by the next call: start over instead.
-            self._session.fail(ConnectionLost(f"closed after a timeout: {exc}"))
-            self._drop_stream()
-            raise
-        except JobwireError as exc:
-            self._session.fail(exc)
-            self._drop_stream()
-            raise
-
-    def _drop_stream(self) -> None:
-        stream, self._stream = self._stream, None
-        if stream is not None:
-            stream.close()

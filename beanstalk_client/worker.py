@@ -42,6 +42,7 @@ import anyio.lowlevel
 import anyio.to_thread
 
 from jobwire._backoff import Backoff
+from jobwire._pending import Pending
 from jobwire._url import Address, TCPAddress, UnixAddress
 from jobwire.errors import JobwireConnectionError, JobwireError
 
@@ -58,7 +59,6 @@ from ._commands import (
 )
 from ._events import Ok, Reply, Reserved
 from ._job import Job
-from ._session import Pending
 from ._stats import parse_job_stats
 from .aio import AsyncClient
 from .client import Client

@@ -365,6 +365,6 @@ def test_reserve_timeout_waits_beyond_client_timeout(client: Client) -> None:
 
 
 def test_raw_socket_is_nodelay(client: Client) -> None:
-    sock = client._stream._sock  # type: ignore[union-attr]
+    sock = client._transport._stream._sock  # type: ignore[union-attr]
     assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
     assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1

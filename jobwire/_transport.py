@@ -1,0 +1,329 @@
+"""Transports: move bytes between a stream and a session, and wait for Pendings. Nothing else.
+
+Every protocol's clients are built on these two classes, so the rules of *how* bytes move live
+here once and the rules of *what* the bytes mean live in each protocol's Sans-IO core. A
+session (:class:`~jobwire._session.SessionLike`) queues the bytes of requests and completes
+:class:`~jobwire._pending.Pending` objects from the bytes it is fed.
+
+:class:`AsyncTransport` (anyio: asyncio and trio) lets many tasks share one connection. A task
+queues its request on the session (no await in between, so the order on the wire is the order
+of the queue) and then calls :meth:`AsyncTransport.flush` and :meth:`AsyncTransport.wait`:
+
+* Writing: whichever task finds no write in progress becomes the writer and sends everything
+  queued, its own bytes and others', until the queue is empty. The send is shielded from
+  cancellation: a half-written request would put the stream out of step for everyone.
+* Reading: whichever waiting task finds no read in progress becomes the reader; it reads, feeds
+  the session (which completes every Pending the bytes answer and wakes their tasks) and stops
+  once its own Pending is done, handing the reader role to the longest-waiting task.
+* A task that is cancelled, or whose limit runs out, abandons its Pending: the session drops the
+  reply when it arrives, never giving it to another caller.
+
+:class:`SyncTransport` is the blocking twin for one thread at a time. A wait whose limit runs out
+closes the connection there, since the late reply would otherwise be read by the next call.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import anyio
+
+from ._pending import Pending
+from ._session import SessionLike
+from ._streams import AsyncStream, SyncStream
+from ._url import Address
+from .errors import ConnectionLost, JobwireError, OperationTimeout
+
+__all__ = ["AsyncTransport", "SyncTransport"]
+
+R = TypeVar("R")
+T = TypeVar("T")
+
+
+class AsyncTransport:
+    """One connection shared by many tasks.
+
+    Args:
+        address: where to connect.
+        session: the protocol's session for this connection.
+        connect_timeout: seconds to connect (``None``: no limit).
+    """
+
+    def __init__(
+        self, address: Address, session: SessionLike, *, connect_timeout: float | None
+    ) -> None:
+        self.address = address
+        self.session = session
+        self.connect_timeout = connect_timeout
+        self._stream: AsyncStream | None = None
+        self._connecting: anyio.Lock | None = None
+        self._writing = False
+        self._reading = False
+        self._closed = False
+        # Tasks waiting for a reply, longest-waiting first (to hand the reader role to).
+        self._waiters: dict[Pending[Any], None] = {}
+
+    @property
+    def connected(self) -> bool:
+        """The stream is open."""
+        return self._stream is not None
+
+    @property
+    def closed(self) -> bool:
+        """Closed by the caller or broken: it will not connect again."""
+        return self._closed or self.session.broken is not None
+
+    async def connect(self) -> None:
+        """Open the connection now (a no-op when open).
+
+        Raises:
+            ConnectFailed: the server cannot be reached.
+            ConnectionLost: the transport was closed or broke: it never reconnects silently (the
+                server would have forgotten this connection's state).
+        """
+        if self._stream is not None:
+            return
+        if self.closed:
+            raise ConnectionLost(f"connection is closed: {self.session.broken or 'by caller'}")
+        if self._connecting is None:
+            self._connecting = anyio.Lock()
+        async with self._connecting:
+            if self._stream is None:
+                self._stream = await AsyncStream.connect(self.address, self.connect_timeout)
+
+    async def aclose(self) -> None:
+        """Close the connection; tasks still waiting get ``ConnectionLost``."""
+        if self._closed:
+            return
+        self._closed = True
+        self.session.fail(ConnectionLost("closed by caller"))
+        await self._drop_stream()
+
+    async def flush(self) -> None:
+        """Send everything the session has queued (or leave it to the task sending now).
+
+        Raises:
+            ConnectionLost: not connected, or the send failed (the session is failed too).
+        """
+        if self._writing:
+            return  # the task writing now sends our bytes too before it stops
+        stream = self._stream
+        if stream is None:
+            raise ConnectionLost(f"not connected: {self.session.broken or 'closed'}")
+        self._writing = True
+        try:
+            while data := self.session.data_to_send():
+                with anyio.CancelScope(shield=True):
+                    await stream.send(data)
+        except JobwireError as exc:
+            self.session.fail(exc)
+            raise
+        finally:
+            self._writing = False
+
+    async def wait(self, pending: Pending[R], limit: float | None) -> R:
+        """Wait for ``pending`` and return its reply (or raise its error).
+
+        Args:
+            limit: seconds to wait; ``None`` waits without limit.
+
+        Raises:
+            OperationTimeout: ``limit`` ran out; the Pending is abandoned.
+            JobwireError: whatever the request ended with (a reply error, ``ConnectionLost``).
+        """
+        await self.wait_done(pending, limit)
+        return pending.result()
+
+    async def wait_done(self, pending: Pending[Any], limit: float | None) -> None:
+        """Wait until ``pending`` is done, without raising its own error.
+
+        Raises:
+            OperationTimeout: ``limit`` ran out; the Pending is abandoned.
+        """
+        try:
+            with anyio.fail_after(None if limit is None or limit == math.inf else limit):
+                while not pending.done:
+                    if self._reading:
+                        woken = anyio.Event()
+                        pending.waker = woken.set
+                        self._waiters[pending] = None
+                        try:
+                            await woken.wait()
+                        finally:
+                            self._waiters.pop(pending, None)
+                    else:
+                        await self._read_until(pending)
+        except TimeoutError:
+            pending.abandoned = True
+            raise OperationTimeout(
+                f"{pending.name}: no reply within {limit:g} s from {self.address}"
+            ) from None
+        except BaseException:
+            if not pending.done:
+                pending.abandoned = True
+            raise
+        finally:
+            pending.waker = None
+
+    async def serve(self) -> None:
+        """Be the reader until cancelled: read, feed the session, flush what its callbacks
+        queued. Tasks meanwhile wait to be woken by their replies (workers use this).
+
+        Raises:
+            ConnectionLost: the connection failed or the server closed it.
+        """
+        await self.connect()
+        stream = self._stream
+        assert stream is not None
+        if self._reading:
+            raise RuntimeError("another task is already reading this connection")
+        self._reading = True
+        try:
+            while True:
+                await self.flush()
+                self.session.receive_data(await stream.receive())
+                if self.session.broken is not None:
+                    await self._drop_stream()
+                    raise ConnectionLost(str(self.session.broken))
+        except JobwireError as exc:
+            self.session.fail(exc)
+            await self._drop_stream()
+            raise
+        finally:
+            self._hand_over_reading()
+
+    async def _read_until(self, pending: Pending[Any]) -> None:
+        stream = self._stream
+        if stream is None:
+            raise ConnectionLost(f"not connected: {self.session.broken or 'closed'}")
+        self._reading = True
+        try:
+            while not pending.done:
+                self.session.receive_data(await stream.receive())
+                if self.session.broken is not None:
+                    await self._drop_stream()
+                    break
+                await self.flush()
+        except JobwireError as exc:
+            self.session.fail(exc)
+            await self._drop_stream()
+        finally:
+            self._hand_over_reading()
+
+    def _hand_over_reading(self) -> None:
+        self._reading = False
+        for waiter in self._waiters:
+            if not waiter.done and waiter.waker is not None:
+                waiter.waker()
+                return
+
+    async def _drop_stream(self) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            with anyio.CancelScope(shield=True):
+                await stream.aclose()
+
+
+class SyncTransport:
+    """One blocking connection, for one thread at a time; connects in the constructor.
+
+    Args:
+        address: where to connect.
+        session: the protocol's session for this connection.
+        timeout: seconds a send may take (``None``: no limit).
+        connect_timeout: seconds to connect.
+
+    Raises:
+        ConnectFailed: the server cannot be reached.
+    """
+
+    def __init__(
+        self,
+        address: Address,
+        session: SessionLike,
+        *,
+        timeout: float | None,
+        connect_timeout: float | None,
+    ) -> None:
+        self.address = address
+        self.session = session
+        self.timeout = timeout
+        self._stream: SyncStream | None = SyncStream.connect(address, connect_timeout)
+
+    @property
+    def closed(self) -> bool:
+        """Closed by the caller or broken."""
+        return self._stream is None
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        self.session.fail(ConnectionLost("closed by caller"))
+        self._drop_stream()
+
+    def flush(self) -> None:
+        """Send everything the session has queued.
+
+        Raises:
+            ConnectionLost: closed, or the send failed (the connection is then closed).
+            OperationTimeout: the peer took nothing for ``timeout`` seconds (closed too).
+        """
+        data = self.session.data_to_send()
+        if data:
+            self._io(lambda stream: stream.send(data, self.timeout))
+
+    def wait(self, pending: Pending[R], limit: float | None) -> R:
+        """Read until ``pending`` is done; return its reply (or raise its error).
+
+        Raises:
+            OperationTimeout: ``limit`` seconds passed; the connection is closed.
+            JobwireError: whatever the request ended with.
+        """
+        self.wait_done(pending, limit)
+        return pending.result()
+
+    def wait_done(self, pending: Pending[Any], limit: float | None) -> None:
+        """Read until ``pending`` is done, without raising its own error.
+
+        Raises:
+            OperationTimeout: ``limit`` seconds passed; the connection is closed.
+        """
+        deadline = None if limit is None else time.monotonic() + limit
+        timeout = limit
+        while not pending.done:
+            try:
+                data = self._io(lambda stream, t=timeout: stream.receive(t))  # type: ignore[misc]
+            except ConnectionLost:
+                if pending.done:
+                    return
+                raise
+            self.session.receive_data(data)
+            if self.session.broken is not None:
+                self._drop_stream()
+                return
+            if deadline is not None:
+                timeout = max(deadline - time.monotonic(), 0.001)
+            self.flush()  # what the session's callbacks queued
+
+    def _io(self, op: Callable[[SyncStream], T]) -> T:
+        stream = self._stream
+        if stream is None:
+            raise ConnectionLost(f"connection closed: {self.session.broken or 'by caller'}")
+        try:
+            return op(stream)
+        except OperationTimeout as exc:
+            # The reply may still come and would be read by the next call: start over instead.
+            self.session.fail(ConnectionLost(f"closed after a timeout: {exc}"))
+            self._drop_stream()
+            raise
+        except JobwireError as exc:
+            self.session.fail(exc)
+            self._drop_stream()
+            raise
+
+    def _drop_stream(self) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            stream.close()
