@@ -4,8 +4,8 @@
 
 1. starts the bundled beanstalk server (beanstalk_client.server) on a free loopback port;
 2. a blocking ``Client`` puts N jobs with ``put_many`` (pipelined, 256 in flight);
-3. an ``AsyncClient`` drains them with ``concurrency`` tasks sharing ONE connection
-   (reserve + delete, replies matched in FIFO order);
+3. an ``AsyncWorker`` pool drains them: ``concurrency`` handlers at once on ONE connection,
+   with pipelined reserves; each handler that returns gets its job deleted;
 4. prints counts and rates, checks the server's own stats agree, exits 0.
 """
 
@@ -17,32 +17,28 @@ import time
 
 import anyio
 
-from beanstalk_client import AsyncClient, Client, TimedOut
+from beanstalk_client import Client, Job
 from beanstalk_client.server import run_server
+from beanstalk_client.worker import AsyncWorker, WorkerStats
 
 TUBE = "demo"
 
 
-async def drain(url: str, expected: int, concurrency: int) -> int:
-    done = 0
-    async with AsyncClient.from_url(url) as client:
-        await client.watch(TUBE)
-        await client.ignore("default")
+async def drain(url: str, expected: int, concurrency: int) -> WorkerStats:
+    """Run a worker pool until ``expected`` jobs were handled, then stop it gracefully."""
+    handled = 0
+    async with AsyncWorker(url, tubes=[TUBE], concurrency=concurrency) as worker:
 
-        async def worker() -> None:
-            nonlocal done
-            while True:
-                try:
-                    job = await client.reserve(timeout=0)
-                except TimedOut:
-                    return
-                await client.delete(job)
-                done += 1
+        async def handle(job: Job) -> None:
+            nonlocal handled
+            await anyio.sleep(0)  # real work would go here
+            handled += 1
+            if handled == expected:
+                worker.stop()  # stop reserving; in-flight handlers finish, acks are flushed
 
-        async with anyio.create_task_group() as tg:
-            for _ in range(concurrency):
-                tg.start_soon(worker)
-    return done
+        with anyio.fail_after(120):
+            await worker.run(handle, handle_signals=False)
+    return worker.stats
 
 
 def main() -> int:
@@ -62,10 +58,13 @@ def main() -> int:
                   f"({len(ids) / put_s:,.0f} jobs/s)")
 
             started = time.perf_counter()
-            done = anyio.run(drain, server.url, len(ids), args.concurrency)
+            stats_w = anyio.run(drain, server.url, len(ids), args.concurrency)
             work_s = time.perf_counter() - started
-            print(f"worker pool: {args.concurrency} tasks on one connection reserved and "
-                  f"deleted {done} jobs in {work_s:.3f} s ({done / work_s:,.0f} jobs/s)")
+            done = stats_w.deleted
+            print(f"worker pool: {args.concurrency} handlers on one connection reserved "
+                  f"{stats_w.reserved} and deleted {done} jobs in {work_s:.3f} s "
+                  f"({done / work_s:,.0f} jobs/s); released {stats_w.released}, "
+                  f"buried {stats_w.buried}, failed {stats_w.failed}")
 
             stats = producer.stats_tube(TUBE)
             print(f"server: {stats['total-jobs']} jobs created, {stats['cmd-delete']} deleted, "
