@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 import anyio
@@ -40,7 +39,6 @@ from .errors import ConnectionLost, JobwireError, OperationTimeout
 __all__ = ["AsyncTransport", "SyncTransport"]
 
 R = TypeVar("R")
-T = TypeVar("T")
 
 
 class AsyncTransport:
@@ -116,8 +114,10 @@ class AsyncTransport:
         self._writing = True
         try:
             while data := self.session.data_to_send():
-                with anyio.CancelScope(shield=True):
-                    await stream.send(data)
+                sent = stream.send_nowait(data)
+                if sent < len(data):
+                    with anyio.CancelScope(shield=True):
+                        await stream.send(data[sent:])
         except JobwireError as exc:
             self.session.fail(exc)
             raise
@@ -272,7 +272,12 @@ class SyncTransport:
         """
         data = self.session.data_to_send()
         if data:
-            self._io(lambda stream: stream.send(data, self.timeout))
+            stream = self._usable()
+            try:
+                stream.send(data, self.timeout)
+            except JobwireError as exc:
+                self._broke(exc)
+                raise
 
     def wait(self, pending: Pending[R], limit: float | None) -> R:
         """Read until ``pending`` is done; return its reply (or raise its error).
@@ -292,36 +297,37 @@ class SyncTransport:
         """
         deadline = None if limit is None else time.monotonic() + limit
         timeout = limit
+        session = self.session
         while not pending.done:
+            stream = self._usable()
             try:
-                data = self._io(lambda stream, t=timeout: stream.receive(t))  # type: ignore[misc]
-            except ConnectionLost:
-                if pending.done:
+                data = stream.receive(timeout)
+            except JobwireError as exc:
+                self._broke(exc)
+                if pending.done and not isinstance(exc, OperationTimeout):
                     return
                 raise
-            self.session.receive_data(data)
-            if self.session.broken is not None:
+            session.receive_data(data)
+            if session.broken is not None:
                 self._drop_stream()
                 return
             if deadline is not None:
                 timeout = max(deadline - time.monotonic(), 0.001)
             self.flush()  # what the session's callbacks queued
 
-    def _io(self, op: Callable[[SyncStream], T]) -> T:
+    def _usable(self) -> SyncStream:
         stream = self._stream
         if stream is None:
             raise ConnectionLost(f"connection closed: {self.session.broken or 'by caller'}")
-        try:
-            return op(stream)
-        except OperationTimeout as exc:
+        return stream
+
+    def _broke(self, exc: JobwireError) -> None:
+        if isinstance(exc, OperationTimeout):
             # The reply may still come and would be read by the next call: start over instead.
             self.session.fail(ConnectionLost(f"closed after a timeout: {exc}"))
-            self._drop_stream()
-            raise
-        except JobwireError as exc:
+        else:
             self.session.fail(exc)
-            self._drop_stream()
-            raise
+        self._drop_stream()
 
     def _drop_stream(self) -> None:
         stream, self._stream = self._stream, None
