@@ -30,6 +30,7 @@ import logging
 import math
 import signal
 import threading
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -206,6 +207,9 @@ class AsyncWorker:
         self._stop_event: anyio.Event | None = None
         self._wake = anyio.Event()
         self._handlers_tg: anyio.abc.TaskGroup | None = None
+        # Reserved jobs waiting for a free handler slot, and the slots idle right now.
+        self._ready: deque[tuple[int, Job]] = deque()
+        self._idle: list[anyio.Event] = []
         self._handler: AsyncHandler | None = None
         self._held: dict[int, _Held] = {}
         self._reserves_out = 0
@@ -254,6 +258,8 @@ class AsyncWorker:
             # Handler tasks live in their own task group, hosted by a task, so that shutdown can
             # cancel them while the connection's reader still runs to carry their releases.
             self._handlers_tg = await outer.start(self._host_handlers)
+            for _ in range(self.concurrency):
+                self._handlers_tg.start_soon(self._slot)
             while not self._stopping:
                 try:
                     client = await self._connect()
@@ -396,7 +402,9 @@ class AsyncWorker:
                 return
             self._held[job.id] = _Held(anyio.current_time(), self._generation)
             self.stats.in_flight += 1
-            self._handlers_tg.start_soon(self._handle, self._generation, job)
+            self._ready.append((self._generation, job))
+            if self._idle:
+                self._idle.pop().set()
         elif isinstance(error, TimedOut):
             self._work_known = False
         elif isinstance(error, DeadlineSoon):
@@ -407,6 +415,22 @@ class AsyncWorker:
             self._next_blocking = anyio.current_time() + 0.2
 
     # -- handling ------------------------------------------------------------------------------
+
+    async def _slot(self) -> None:
+        """One of ``concurrency`` long-lived handler tasks: cheaper than a task per job."""
+        ready = self._ready
+        while True:
+            if ready:
+                generation, job = ready.popleft()
+                await self._handle(generation, job)
+            else:
+                woken = anyio.Event()
+                self._idle.append(woken)
+                try:
+                    await woken.wait()
+                finally:
+                    if not woken.is_set():
+                        self._idle.remove(woken)
 
     async def _handle(self, generation: int, job: Job) -> None:
         assert self._handler is not None
@@ -570,6 +594,10 @@ class AsyncWorker:
             await self._until(lambda: not self._held)
         if self._held and self._handlers_tg is not None:
             self._handlers_tg.cancel_scope.cancel()  # each releases its job as it ends
+            while self._ready:  # reserved, never started: give them back too
+                generation, job = self._ready.popleft()
+                self._ack(Release, generation, job)
+                self._done(job)
             await self._until(lambda: not self._held)
 
     async def _until(self, condition: Callable[[], bool]) -> None:
