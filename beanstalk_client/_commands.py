@@ -133,15 +133,15 @@ class Command(Generic[R_co]):
     #: The success reply type.
     reply: ClassVar[type[Reply]]
     #: Every reply word this command may be answered with.
-    accepts: ClassVar[frozenset[str]]
+    accepts: ClassVar[frozenset[bytes]]
 
     def encode(self) -> bytes:
         """The command line (and body) exactly as written to the socket."""
         return self.name.encode() + b"\r\n"
 
 
-def _accepts(*words: str) -> frozenset[str]:
-    return frozenset(words) | {code.value for code in GENERIC_CODES}
+def _accepts(*words: str) -> frozenset[bytes]:
+    return frozenset(w.encode() for w in words) | {code.value.encode() for code in GENERIC_CODES}
 
 
 _NF = ErrorCode.NOT_FOUND.value

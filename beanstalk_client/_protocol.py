@@ -244,7 +244,7 @@ class Connection:
             word, sep, rest = line.partition(b" ")
             if sep and not rest:
                 raise RemoteProtocolError(f"reply with a trailing space: {line[:60]!r}")
-            if word.decode("ascii", "replace") not in command.accepts:
+            if word not in command.accepts:
                 raise RemoteProtocolError(
                     f"{line[:60]!r} cannot answer {command.name!r} (out of step?)"
                 )
