@@ -109,6 +109,8 @@ def validate_tube(name: object) -> str:
 
 
 def _check_int(what: str, value: object, high: int) -> int:
+    if type(value) is int and 0 <= value <= high:  # the common case, first
+        return value
     if not isinstance(value, int) or isinstance(value, bool):
         raise LocalProtocolError(f"{what} must be an int, not {type(value).__name__}")
     if not 0 <= value <= high:

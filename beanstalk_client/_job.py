@@ -40,6 +40,8 @@ def whole_seconds(what: str, value: float | timedelta) -> int:
     Raises:
         LocalProtocolError: negative, not finite, or not a number.
     """
+    if type(value) is int:
+        return value  # the command validates the range
     if isinstance(value, timedelta):
         value = value.total_seconds()
     if isinstance(value, bool) or not isinstance(value, (int, float)):

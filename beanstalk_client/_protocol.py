@@ -208,6 +208,8 @@ class Connection:
         Raises:
             RemoteProtocolError: the server broke the protocol (also on every later call).
         """
+        if not self._buffer and not self._eof and self._state is ConnectionState.OPEN:
+            return NEED_DATA  # nothing buffered: the common end of a batch, cheaply
         if self._error is not None:
             raise RemoteProtocolError(str(self._error))
         if self._state is ConnectionState.CLOSED:
