@@ -1,4 +1,5 @@
-"""A beanstalkd client: Sans-IO core, blocking ``Client``, anyio ``AsyncClient``.
+"""A beanstalkd client: Sans-IO core, blocking ``Client``, anyio ``AsyncClient``, and worker
+pools (``AsyncWorker``, ``Worker``) with pipelined reserves on one connection.
 
     from beanstalk_client import Client
     with Client("127.0.0.1", 11300) as client:
@@ -93,11 +94,14 @@ from .errors import (
     TimedOut,
     UnknownCommand,
 )
+from .worker import AsyncWorker, RetryPolicy, Worker, WorkerStats
 
 __all__ = [
     # clients
     "AsyncClient", "Client", "Job", "JobRef", "JobStats", "ServerStats", "TubeStats",
     "DEFAULT_PRIORITY", "DEFAULT_TTR", "validate_tube",
+    # workers
+    "AsyncWorker", "RetryPolicy", "Worker", "WorkerStats",
     # errors
     "BadFormat", "BeanstalkError", "BulkError", "Buried", "ConnectFailed", "ConnectionLost",
     "DeadlineSoon", "Draining", "ExpectedCRLF", "InternalError", "JobTooBig", "JobwireError",
