@@ -89,15 +89,20 @@ class SyncStream:
             OperationTimeout: nothing arrived within ``timeout`` seconds.
             ConnectionLost: the socket failed.
         """
-        try:
-            if timeout != self._rcv_timeout:
-                self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(timeout))
-                self._rcv_timeout = timeout
-            return self._sock.recv(READ_SIZE)
-        except (TimeoutError, BlockingIOError) as exc:
-            raise OperationTimeout(f"receive from {self.address}: timed out") from exc
-        except OSError as exc:
-            raise ConnectionLost(f"receive from {self.address}: {exc}") from exc
+        while True:
+            try:
+                # No limit keeps whatever kernel timeout is set (and retries when it runs out):
+                # a blocking reserve between two timed calls then costs no setsockopt.
+                if timeout is not None and timeout != self._rcv_timeout:
+                    self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(timeout))
+                    self._rcv_timeout = timeout
+                return self._sock.recv(READ_SIZE)
+            except (TimeoutError, BlockingIOError) as exc:
+                if timeout is None:
+                    continue
+                raise OperationTimeout(f"receive from {self.address}: timed out") from exc
+            except OSError as exc:
+                raise ConnectionLost(f"receive from {self.address}: {exc}") from exc
 
     def send(self, data: bytes | bytearray | memoryview, timeout: float | None) -> None:
         """Write all of ``data``.

@@ -144,18 +144,11 @@ class AsyncTransport:
             OperationTimeout: ``limit`` ran out; the Pending is abandoned.
         """
         try:
-            with anyio.fail_after(None if limit is None or limit == math.inf else limit):
-                while not pending.done:
-                    if self._reading:
-                        woken = anyio.Event()
-                        pending.waker = woken.set
-                        self._waiters[pending] = None
-                        try:
-                            await woken.wait()
-                        finally:
-                            self._waiters.pop(pending, None)
-                    else:
-                        await self._read_until(pending)
+            if limit is None or limit == math.inf:
+                await self._wait_loop(pending)  # no cancel scope: they cost on every call
+            else:
+                with anyio.fail_after(limit):
+                    await self._wait_loop(pending)
         except TimeoutError:
             pending.abandoned = True
             raise OperationTimeout(
@@ -167,6 +160,19 @@ class AsyncTransport:
             raise
         finally:
             pending.waker = None
+
+    async def _wait_loop(self, pending: Pending[Any]) -> None:
+        while not pending.done:
+            if self._reading:
+                woken = anyio.Event()
+                pending.waker = woken.set
+                self._waiters[pending] = None
+                try:
+                    await woken.wait()
+                finally:
+                    self._waiters.pop(pending, None)
+            else:
+                await self._read_until(pending)
 
     async def serve(self) -> None:
         """Be the reader until cancelled: read, feed the session, flush what its callbacks
