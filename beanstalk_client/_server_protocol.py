@@ -14,7 +14,12 @@ Bytes in, commands out; replies in, bytes out. It reproduces how beanstalkd 1.12
   discarded, keeping the connection usable;
 * ``put`` whose body is not followed by CRLF is ``EXPECTED_CRLF`` after ``<bytes>+2`` bytes are
   consumed, and what follows is read as a new command;
-* ``reserve-with-timeout`` with a negative timeout blocks like ``reserve`` (1.12 behaviour).
+* ``reserve-with-timeout`` takes any signed 64-bit number: a negative one blocks like
+  ``reserve`` (1.12 behaviour), one past 2**32-1 waits 2**32-1 s (both count as
+  ``cmd-reserve-with-timeout``);
+* ``kick`` reads its count as C's ``strtoumax`` does and keeps the low 32 bits: ``kick -1``
+  kicks up to 2**32-1 jobs, ``kick 4294967296`` kicks none (``KICKED 0``);
+* ``quit`` followed by anything closes the connection (beanstalkd matches it by prefix).
 
 Validation of names and numbers reuses the command classes' own checks, so the client and the
 server agree by construction.
@@ -31,9 +36,11 @@ from ._commands import (
     COMMANDS,
     MAX_LINE,
     U32_MAX,
+    U64_MAX,
     Command,
+    Kick,
     Put,
-    Reserve,
+    Quit,
     ReserveWithTimeout,
 )
 from ._events import NEED_DATA, ConnectionClosed, ErrorCode, Event, NeedData, Reply
@@ -55,6 +62,26 @@ def _uint(raw: bytes) -> int:
     if not raw.isdigit() or len(raw) > 20:
         raise ValueError(raw)
     return int(raw)
+
+
+def _signed(raw: bytes) -> int:
+    """A signed 64-bit decimal, as ``strtoll`` without its leniency about spaces."""
+    digits = raw[1:] if raw.startswith(b"-") else raw
+    value = _uint(digits)
+    value = -value if raw.startswith(b"-") else value
+    if not -(2**63) <= value < 2**63:
+        raise ValueError(raw)
+    return value
+
+
+def _strtoumax(raw: bytes) -> int:
+    """An unsigned 64-bit decimal as C's ``strtoumax`` reads it: a leading ``-`` negates it
+    modulo 2**64 (``-1`` is 2**64-1); past 2**64-1 is an error."""
+    negative = raw.startswith(b"-")
+    value = _uint(raw[1:] if negative else raw)
+    if value > U64_MAX:
+        raise ValueError(raw)
+    return (-value) % 2**64 if negative else value
 
 
 # How many arguments each command takes, and how to turn them into constructor arguments.
@@ -139,6 +166,8 @@ class ServerConnection:
         if cls is None:
             return BadRequest(ErrorCode.UNKNOWN_COMMAND, f"unknown command {name!r}")
         args = words[1:]
+        if name == "quit":
+            return Quit()
         if not args and _ARITY[name]:
             # beanstalkd matches command words by prefix, "use " with its space: a bare "use"
             # is unknown, but a bare "stats-job" matches "stats" and is then malformed.
@@ -157,9 +186,11 @@ class ServerConnection:
                     return BadRequest(ErrorCode.JOB_TOO_BIG, f"{size} > {self.max_job_size}")
                 self._put = (pri, delay, ttr, size)
                 return self._read_body()
-            negative = args[0][1:].isdigit() if args and args[0].startswith(b"-") else False
-            if name == "reserve-with-timeout" and negative:
-                return Reserve()
+            if name == "reserve-with-timeout":
+                seconds = _signed(args[0])
+                return ReserveWithTimeout(U32_MAX if seconds < 0 else min(seconds, U32_MAX))
+            if name == "kick":
+                return Kick(_strtoumax(args[0]) & U32_MAX)
             values: list[object] = []
             for i, arg in enumerate(args):
                 if name in _NAME_ARGS and i == 0:

@@ -368,3 +368,41 @@ def test_raw_socket_is_nodelay(client: Client) -> None:
     sock = client._transport._stream._sock  # type: ignore[union-attr]
     assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
     assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+
+
+@pytest.mark.parametrize(
+    ("sent", "expected"),
+    [
+        (b"kick -1\r\n", b"KICKED 0\r\n"),  # strtoumax: a count of 2**32-1, nothing to kick
+        (b"kick 4294967296\r\n", b"KICKED 0\r\n"),  # the low 32 bits: 0
+        (b"kick 99999999999999999999999\r\n", b"BAD_FORMAT\r\n"),
+        (b"reserve-with-timeout 4294967296\r\n", b"RESERVED"),  # waits; a job is ready
+        (b"use a\nb\r\n", b"BAD_FORMAT\r\n"),
+        (b"quit \r\n", b""),  # closed
+        (b"stats-job -1\r\n", b"BAD_FORMAT\r\n"),
+        (b"peek 18446744073709551616\r\n", b"BAD_FORMAT\r\n"),
+        (b"put 0 0 10 -1\r\n", b"BAD_FORMAT\r\n"),
+        (b"release 1 -1 0\r\n", b"BAD_FORMAT\r\n"),
+        (b"list-tubes \r\n", b"BAD_FORMAT\r\n"),
+    ],
+)
+def test_malformed_commands_answered_as_beanstalkd_does(
+    server: BeanstalkServer, tube: str, sent: bytes, expected: bytes
+) -> None:
+    # Raw bytes, the same assertions for both servers: the bundled one must frame malformed
+    # input exactly as beanstalkd 1.12 does.
+    with socket.create_connection((server.host, server.port), timeout=5) as sock:
+        name = tube.encode()
+        sock.sendall(b"use %b\r\nwatch %b\r\nput 0 0 60 1\r\na\r\n" % (name, name))
+        head = b""
+        while head.count(b"\r\n") < 3:
+            head += sock.recv(4096)
+        sock.sendall(sent)
+        sock.settimeout(2)
+        reply = b""
+        while not reply.endswith(b"\r\n") or (expected == b"RESERVED" and reply.count(b"\r\n") < 2):
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            reply += chunk
+    assert reply.startswith(expected) if expected else reply == b""

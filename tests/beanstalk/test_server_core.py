@@ -297,7 +297,7 @@ def test_default_max_job_size_is_65535() -> None:
         (b"delete +1", "BAD_FORMAT"),
         (b"delete 1.0", "BAD_FORMAT"),
         (b"delete 18446744073709551616", "BAD_FORMAT"),
-        (b"kick 4294967296", "BAD_FORMAT"),
+        (b"kick 99999999999999999999999", "BAD_FORMAT"),  # past 2**64-1
         (b"release 1 2", "BAD_FORMAT"),
         (b"bury 1 4294967296", "BAD_FORMAT"),
         (b"pause-tube t", "BAD_FORMAT"),
@@ -305,7 +305,6 @@ def test_default_max_job_size_is_65535() -> None:
         (b"reserve-with-timeout", "BAD_FORMAT"),
         (b"reserve-with-timeout x", "BAD_FORMAT"),
         (b"reserve-with-timeout -", "BAD_FORMAT"),
-        (b"reserve-with-timeout 4294967296", "BAD_FORMAT"),
         (b"put 0 0 60", "BAD_FORMAT"),
         (b"put 0 0 60 -1", "BAD_FORMAT"),
         (b"put 0 0 60 1 2", "BAD_FORMAT"),
@@ -320,7 +319,11 @@ def test_bad_lines(line: bytes, expected: str) -> None:
 @pytest.mark.parametrize(
     ("line", "command"),
     [
-        (b"reserve-with-timeout -1", Reserve()),  # 1.12 blocks like reserve
+        (b"reserve-with-timeout -1", ReserveWithTimeout(2**32 - 1)),  # 1.12 blocks
+        (b"reserve-with-timeout 4294967296", ReserveWithTimeout(2**32 - 1)),
+        (b"kick -1", Kick(2**32 - 1)),  # strtoumax: -1 is 2**64-1, low 32 bits kept
+        (b"kick 4294967296", Kick(0)),
+        (b"quit ", Quit()),  # beanstalkd closes on anything starting with quit
         (b"reserve-with-timeout 0", ReserveWithTimeout(0)),
         (b"reserve-with-timeout 4294967295", ReserveWithTimeout(2**32 - 1)),
         (b"delete 18446744073709551615", Delete(2**64 - 1)),
