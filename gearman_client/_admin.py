@@ -1,0 +1,498 @@
+"""The Gearman text admin protocol (same port as the binary one) as a Sans-IO core, with typed
+records for its list replies.
+
+A server tells the two protocols apart by the first byte of a message: NUL starts a binary
+packet, anything else a text command line. What gearmand 1.1.20 really sends (NOTES.md and the
+recorded transcript) is looser than the document, so the reader here is tolerant where the
+server is sloppy and strict where it matters:
+
+* lines end in ``\\n`` or ``\\r\\n`` (``OK\\r\\n`` and ``OK x\\n`` both occur); a lone ``\\r``
+  before the ``\\n`` is dropped;
+* list replies (``workers``, ``status``, ``prioritystatus``, ``show jobs``, ``show unique jobs``)
+  end with a line holding a single ``.``; an empty list is a bare ``.``;
+* ``ERR CODE text`` is an error (gearmand writes spaces in the text as ``+``); ``OK [text]``
+  a success;
+* a line is at most :data:`MAX_LINE` bytes, so a peer that never sends ``\\n`` cannot grow memory
+  without bound.
+
+Names sent in commands may not contain whitespace or NUL: a function named ``"x\\nshutdown"``
+would otherwise run a second command (command injection).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from dataclasses import dataclass
+from typing import ClassVar
+
+from jobwire._buffer import ReceiveBuffer
+from jobwire.errors import JobwireError, LocalProtocolError, RemoteProtocolError
+
+from ._events import NEED_DATA, ConnectionClosed, NeedData
+
+__all__ = [
+    "MAX_LINE",
+    "AdminCommand",
+    "AdminConnection",
+    "AdminError",
+    "AdminList",
+    "AdminOk",
+    "AdminReply",
+    "CancelJob",
+    "CreateFunction",
+    "DropFunction",
+    "FunctionStatus",
+    "GetPid",
+    "JobInfo",
+    "MaxQueue",
+    "PriorityStatus",
+    "PriorityStatusCommand",
+    "ShowJobs",
+    "ShowUniqueJobs",
+    "Shutdown",
+    "Status",
+    "Verbose",
+    "Version",
+    "WorkerInfo",
+    "Workers",
+    "extract_text_line",
+    "parse_jobs",
+    "parse_priority_status",
+    "parse_status",
+    "parse_workers",
+]
+
+#: Longest admin line accepted (either direction), terminator included.
+MAX_LINE = 1 << 16
+
+
+class LineTooLong(RemoteProtocolError):
+    """A text line exceeded :data:`MAX_LINE`."""
+
+
+def extract_text_line(buf: ReceiveBuffer, limit: int = MAX_LINE) -> bytes | None:
+    """Remove and return the next ``\\n``-terminated line without ``\\n`` or a ``\\r`` before it.
+
+    Returns ``None`` while the line is incomplete. Looks at a growing window so a long buffer of
+    many short lines costs O(line) per line.
+
+    Raises:
+        LineTooLong: the line (or the incomplete rest) is longer than ``limit``.
+    """
+    n = len(buf)
+    size = min(n, 256)
+    while size:
+        chunk = buf.peek(size)
+        assert chunk is not None
+        idx = chunk.find(b"\n")
+        if idx >= 0:
+            if idx + 1 > limit:
+                raise LineTooLong(f"admin line of {idx + 1} bytes, over {limit}")
+            buf.discard(idx + 1)
+            return chunk[: idx - 1] if idx and chunk[idx - 1] == 13 else chunk[:idx]
+        if size >= n:
+            break
+        size = min(n, size * 4)
+    if n >= limit:
+        raise LineTooLong(f"admin line of at least {n} bytes, over {limit}")
+    return None
+
+
+def _check_word(value: str, what: str) -> str:
+    if not isinstance(value, str):
+        raise LocalProtocolError(f"{what} must be a str, got {type(value).__name__}")
+    if not value:
+        raise LocalProtocolError(f"{what} must not be empty")
+    if any(c.isspace() or c == "\0" for c in value):
+        raise LocalProtocolError(f"{what} must not contain whitespace or NUL: {value[:40]!r}")
+    if len(value.encode()) > 1024:
+        raise LocalProtocolError(f"{what} is too long")
+    return value
+
+
+# -- commands -----------------------------------------------------------------------------------
+
+
+class AdminCommand:
+    """Base of the admin commands. ``LIST`` says whether the reply is a ``.``-terminated list."""
+
+    __slots__ = ()
+    LIST: ClassVar[bool] = False
+
+    def words(self) -> list[str]:
+        raise NotImplementedError
+
+    def encode(self) -> bytes:
+        """The command line (``\\n``-terminated, as gearadmin sends it)."""
+        return " ".join(self.words()).encode() + b"\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Workers(AdminCommand):
+    """``workers``: every connection, its id and functions."""
+
+    LIST: ClassVar[bool] = True
+
+    def words(self) -> list[str]:
+        return ["workers"]
+
+
+@dataclass(frozen=True, slots=True)
+class Status(AdminCommand):
+    """``status``: queued, running and workers per function."""
+
+    LIST: ClassVar[bool] = True
+
+    def words(self) -> list[str]:
+        return ["status"]
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityStatusCommand(AdminCommand):
+    """``prioritystatus``: queued jobs per priority per function."""
+
+    LIST: ClassVar[bool] = True
+
+    def words(self) -> list[str]:
+        return ["prioritystatus"]
+
+
+@dataclass(frozen=True, slots=True)
+class ShowJobs(AdminCommand):
+    """``show jobs``: every job handle with its retries and flags."""
+
+    LIST: ClassVar[bool] = True
+
+    def words(self) -> list[str]:
+        return ["show", "jobs"]
+
+
+@dataclass(frozen=True, slots=True)
+class ShowUniqueJobs(AdminCommand):
+    """``show unique jobs``: the unique id of every job (empty ones included)."""
+
+    LIST: ClassVar[bool] = True
+
+    def words(self) -> list[str]:
+        return ["show", "unique", "jobs"]
+
+
+@dataclass(frozen=True, slots=True)
+class CancelJob(AdminCommand):
+    """``cancel job HANDLE``: remove a queued (not running) job."""
+
+    handle: str
+
+    def words(self) -> list[str]:
+        return ["cancel", "job", _check_word(self.handle, "handle")]
+
+
+@dataclass(frozen=True, slots=True)
+class CreateFunction(AdminCommand):
+    """``create function F``."""
+
+    function: str
+
+    def words(self) -> list[str]:
+        return ["create", "function", _check_word(self.function, "function")]
+
+
+@dataclass(frozen=True, slots=True)
+class DropFunction(AdminCommand):
+    """``drop function F`` (refused while it has jobs or workers)."""
+
+    function: str
+
+    def words(self) -> list[str]:
+        return ["drop", "function", _check_word(self.function, "function")]
+
+
+@dataclass(frozen=True, slots=True)
+class MaxQueue(AdminCommand):
+    """``maxqueue F [N | HIGH NORMAL LOW]``: limit the queue (0 or negative: no limit)."""
+
+    function: str
+    sizes: tuple[int, ...] = ()
+
+    def words(self) -> list[str]:
+        if len(self.sizes) not in (0, 1, 3):
+            raise LocalProtocolError("maxqueue takes no size, one size, or three sizes")
+        for size in self.sizes:
+            if not isinstance(size, int) or isinstance(size, bool) or abs(size) >= 1 << 31:
+                raise LocalProtocolError(f"maxqueue size must be a 32-bit int, got {size!r}")
+        return ["maxqueue", _check_word(self.function, "function"), *map(str, self.sizes)]
+
+
+@dataclass(frozen=True, slots=True)
+class GetPid(AdminCommand):
+    """``getpid``: the server's process id."""
+
+    def words(self) -> list[str]:
+        return ["getpid"]
+
+
+@dataclass(frozen=True, slots=True)
+class Verbose(AdminCommand):
+    """``verbose``: the server's log level name."""
+
+    def words(self) -> list[str]:
+        return ["verbose"]
+
+
+@dataclass(frozen=True, slots=True)
+class Version(AdminCommand):
+    """``version``: the server's version string."""
+
+    def words(self) -> list[str]:
+        return ["version"]
+
+
+@dataclass(frozen=True, slots=True)
+class Shutdown(AdminCommand):
+    """``shutdown [graceful]`` (not in gearmand 1.1.20: it answers ERR UNKNOWN_COMMAND)."""
+
+    graceful: bool = False
+
+    def words(self) -> list[str]:
+        return ["shutdown", "graceful"] if self.graceful else ["shutdown"]
+
+
+# -- replies ------------------------------------------------------------------------------------
+
+
+class AdminReply:
+    """Base of the admin replies."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AdminOk(AdminReply):
+    """``OK [text]``."""
+
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AdminList(AdminReply):
+    """The lines of a list reply, without the final ``.``."""
+
+    lines: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AdminError(AdminReply):
+    """``ERR CODE text`` (``+`` in the text turned back into spaces)."""
+
+    code: str
+    message: str = ""
+
+
+def _parse_single(line: bytes) -> AdminReply:
+    text = line.decode("utf-8", "replace")
+    if text == "OK" or text.startswith("OK "):
+        return AdminOk(text[3:])
+    if text == "ERR" or text.startswith("ERR "):
+        _, _, rest = text.partition(" ")
+        code, _, message = rest.partition(" ")
+        return AdminError(code, message.replace("+", " "))
+    raise RemoteProtocolError(f"admin reply is neither OK nor ERR: {line[:60]!r}")
+
+
+class _State(enum.Enum):
+    OPEN = "OPEN"
+    CLOSED = "CLOSED"
+    ERROR = "ERROR"
+
+
+class AdminConnection:
+    """The client side of an admin connection: commands in, bytes out; bytes in, replies out.
+
+    Replies come in the order of the commands; each is parsed according to its command (a list
+    until ``.``, or a single ``OK``/``ERR`` line; a list command answered ``ERR ...`` gives
+    :class:`AdminError`).
+    """
+
+    __slots__ = ("_buf", "_eof", "_error", "_lines", "_waiting", "state")
+
+    def __init__(self) -> None:
+        self._buf = ReceiveBuffer()
+        self._waiting: deque[AdminCommand] = deque()
+        self._lines: list[bytes] = []
+        self._eof = False
+        self._error: JobwireError | None = None
+        self.state = _State.OPEN
+
+    def send(self, command: AdminCommand) -> bytes:
+        """Validate and encode ``command``.
+
+        Raises:
+            LocalProtocolError: a name with whitespace or NUL, a bad maxqueue size, or the
+                connection is closed or poisoned.
+        """
+        if self._error is not None:
+            raise type(self._error)(str(self._error))
+        if self.state is not _State.OPEN:
+            raise LocalProtocolError("admin connection is closed")
+        data = command.encode()
+        self._waiting.append(command)
+        return data
+
+    def receive_data(self, data: bytes) -> None:
+        """Feed bytes; ``b""`` means the server closed the connection."""
+        if data:
+            self._buf.feed(data)
+        else:
+            self._eof = True
+
+    def next_event(self) -> tuple[AdminCommand, AdminReply] | ConnectionClosed | NeedData:
+        """The next ``(command, reply)`` pair, :class:`ConnectionClosed` after EOF, or
+        :data:`NEED_DATA`.
+
+        Raises:
+            RemoteProtocolError: a line too long, a reply nobody asked for, or a line that is
+                neither OK nor ERR. The connection is poisoned.
+        """
+        if self._error is not None:
+            raise type(self._error)(str(self._error))
+        try:
+            return self._next()
+        except RemoteProtocolError as exc:
+            self._error = exc
+            self.state = _State.ERROR
+            raise
+
+    def _next(self) -> tuple[AdminCommand, AdminReply] | ConnectionClosed | NeedData:
+        while True:
+            if self.state is _State.CLOSED:
+                return NEED_DATA
+            line = extract_text_line(self._buf)
+            if line is None:
+                if self._eof:
+                    self.state = _State.CLOSED
+                    return ConnectionClosed(len(self._waiting), bool(self._buf or self._lines))
+                return NEED_DATA
+            if not self._waiting:
+                raise RemoteProtocolError(f"admin line with no command waiting: {line[:60]!r}")
+            command = self._waiting[0]
+            if not command.LIST:
+                self._waiting.popleft()
+                return command, _parse_single(line)
+            if not self._lines and line.startswith(b"ERR "):
+                self._waiting.popleft()
+                return command, _parse_single(line)
+            if line == b".":
+                self._waiting.popleft()
+                lines, self._lines = tuple(self._lines), []
+                return command, AdminList(lines)
+            self._lines.append(line)
+
+
+# -- typed records for the list replies ---------------------------------------------------------
+
+
+def _num(raw: str, line: bytes) -> int:
+    body = raw[1:] if raw[:1] == "-" else raw
+    if not body.isascii() or not body.isdigit():
+        raise RemoteProtocolError(f"expected a number in admin line {line[:80]!r}")
+    return int(raw)
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogateescape")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """One line of ``workers``: ``FD IP CLIENT-ID : FUNCTION ...`` (every connection is listed,
+    clients and admin connections too; ``client_id`` is ``-`` when unset)."""
+
+    fd: int
+    address: str
+    client_id: str
+    functions: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionStatus:
+    """One line of ``status``: jobs queued in total (running ones included), running, and the
+    number of workers that can run the function."""
+
+    function: str
+    queued: int
+    running: int
+    workers: int
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityStatus:
+    """One line of ``prioritystatus``: queued jobs per priority, and capable workers."""
+
+    function: str
+    high: int
+    normal: int
+    low: int
+    workers: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    """One line of ``show jobs``: handle, retries, whether the job is ignored, whether queued."""
+
+    handle: bytes
+    retries: int
+    ignore_job: bool
+    queued: bool
+
+
+def parse_workers(lines: tuple[bytes, ...]) -> list[WorkerInfo]:
+    """Parse the lines of a ``workers`` reply.
+
+    Raises:
+        RemoteProtocolError: a line without ``FD IP ID :``.
+    """
+    out = []
+    for line in lines:
+        head, sep, tail = line.partition(b" :")
+        parts = head.split(b" ")
+        if not sep or len(parts) != 3:
+            raise RemoteProtocolError(f"bad workers line {line[:80]!r}")
+        fd = _num(_text(parts[0]), line)
+        out.append(
+            WorkerInfo(fd, _text(parts[1]), _text(parts[2]),
+                       tuple(_text(f) for f in tail.split(b" ") if f))
+        )
+    return out
+
+
+def _tabbed(lines: tuple[bytes, ...], columns: int, what: str) -> list[tuple[str, list[int]]]:
+    out = []
+    for line in lines:
+        parts = line.rsplit(b"\t", columns - 1)
+        if len(parts) != columns:
+            raise RemoteProtocolError(f"bad {what} line {line[:80]!r}")
+        out.append((_text(parts[0]), [_num(_text(p), line) for p in parts[1:]]))
+    return out
+
+
+def parse_status(lines: tuple[bytes, ...]) -> list[FunctionStatus]:
+    """Parse a ``status`` reply (``FUNCTION\\tTOTAL\\tRUNNING\\tWORKERS`` lines)."""
+    return [FunctionStatus(f, *n) for f, n in _tabbed(lines, 4, "status")]
+
+
+def parse_priority_status(lines: tuple[bytes, ...]) -> list[PriorityStatus]:
+    """Parse a ``prioritystatus`` reply (``FUNCTION\\tHIGH\\tNORMAL\\tLOW\\tWORKERS`` lines)."""
+    return [PriorityStatus(f, *n) for f, n in _tabbed(lines, 5, "prioritystatus")]
+
+
+def parse_jobs(lines: tuple[bytes, ...]) -> list[JobInfo]:
+    """Parse a ``show jobs`` reply (``HANDLE\\tRETRIES\\tIGNORE\\tQUEUED`` lines)."""
+    out = []
+    for line in lines:
+        parts = line.split(b"\t")
+        if len(parts) != 4:
+            raise RemoteProtocolError(f"bad show jobs line {line[:80]!r}")
+        retries, ignore, queued = (_num(_text(p), line) for p in parts[1:])
+        out.append(JobInfo(parts[0], retries, bool(ignore), bool(queued)))
+    return out

@@ -1,0 +1,65 @@
+"""What ``next_event()`` returns besides packets: the NEED_DATA sentinel, answers, closure.
+
+A Gearman server sends two kinds of packets to a client or worker:
+
+* *answers* to requests, strictly in the order of the requests that get one (JOB_CREATED to a
+  submit, STATUS_RES to GET_STATUS, NO_JOB/JOB_ASSIGN* to a grab, OPTION_RES, ECHO_RES, and
+  ERROR in place of any of them). The core hands these out as :class:`Answer` so the caller
+  knows which request each one answers;
+* *unsolicited* packets, handed out as the bare packet: NOOP (wake up), the WORK_* packets of
+  jobs this connection submitted (keyed by handle), and an ERROR that answers no waiting request
+  (gearmand's JOB_NOT_FOUND to a late WORK_COMPLETE).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Final
+
+from ._packets import Packet
+
+__all__ = ["NEED_DATA", "Answer", "ConnectionClosed", "Event", "NeedData", "WrongMagic"]
+
+
+class NeedData(enum.Enum):
+    """The type of :data:`NEED_DATA`; an enum so ``event is NEED_DATA`` narrows for mypy."""
+
+    #: No complete event is buffered: feed more bytes with ``receive_data``.
+    NEED_DATA = "NEED_DATA"
+
+
+NEED_DATA: Final = NeedData.NEED_DATA
+
+
+class Event:
+    """Base class of the non-packet events."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Answer(Event):
+    """``reply`` answers ``request`` (the oldest request still waiting for an answer)."""
+
+    request: Packet
+    reply: Packet
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionClosed(Event):
+    """The peer closed the connection (``receive_data(b"")``).
+
+    ``pending`` is how many requests were still waiting for an answer; ``partial`` says whether a
+    packet had started arriving and was cut short.
+    """
+
+    pending: int = 0
+    partial: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class WrongMagic(Event):
+    """Server role: a request arrived with ``\\0RES`` magic (gearmand answers INVALID_MAGIC)."""
+
+    packet_type: int

@@ -1,0 +1,836 @@
+"""Gearman binary packets: one frozen dataclass per packet type (1-42), and their framing.
+
+A packet on the wire is a 12-byte header (4-byte magic ``\\0REQ`` or ``\\0RES``, 4-byte big-endian
+type, 4-byte big-endian body size) followed by the body: the arguments joined by NUL bytes, the
+last one opaque (it may contain NULs; its end is the end of the body).
+
+Why it is shaped like this:
+
+* Each packet class lists its arguments as dataclass fields in wire order, typed ``bytes``,
+  ``int`` or ``bool``. Encoding and decoding are generic (:func:`encode_packet`,
+  :class:`PacketDecoder`), so the 42 layouts are declared once and cannot drift between the
+  client, worker and server roles, which all use the same classes.
+* Validation happens on the send path (:meth:`Packet.validate`: function names non-empty without
+  NUL, unique ids at most 63 bytes without NUL, handles at most 64 bytes); the parse path only
+  checks framing, so a server's odd but well-framed value is still delivered.
+* The decoder sits on :class:`jobwire._buffer.ReceiveBuffer` (a ``bytearray``): a 64 MiB body
+  arriving in 256 KiB reads costs one append per read, never a ``bytes +=`` copy of everything so
+  far. A body larger than ``max_body_size`` is refused from the header alone, before it is
+  buffered. Bad magic and unknown types raise :class:`~jobwire.errors.RemoteProtocolError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar, TypeVar
+
+from jobwire._buffer import ReceiveBuffer
+from jobwire.errors import LocalProtocolError, RemoteProtocolError
+
+__all__ = [
+    "DEFAULT_MAX_BODY_SIZE",
+    "HEADER_SIZE",
+    "MAX_HANDLE",
+    "MAX_UNIQUE",
+    "PACKETS",
+    "REQ",
+    "RES",
+    "Packet",
+    "PacketDecoder",
+    "PacketType",
+    "Priority",
+    "encode_packet",
+    "submit_packet",
+]
+
+REQ = b"\0REQ"
+RES = b"\0RES"
+HEADER_SIZE = 12
+#: Largest body accepted from a peer by default.
+DEFAULT_MAX_BODY_SIZE = 64 * 1024 * 1024
+#: gearmand keeps 64 bytes for a unique id including its NUL (NOTES.md: 64 is stored truncated).
+MAX_UNIQUE = 63
+#: Job handles are at most 64 bytes.
+MAX_HANDLE = 64
+_MAX_WIRE_BODY = (1 << 32) - 1
+_HEADER = struct.Struct(">4sII")
+
+
+class PacketType(enum.IntEnum):
+    """Every packet type number gearmand 1.1.20 knows (1-36 from the protocol document, 37-42
+    from gearmand; 5 is reserved and answered with ERROR)."""
+
+    CAN_DO = 1
+    CANT_DO = 2
+    RESET_ABILITIES = 3
+    PRE_SLEEP = 4
+    UNUSED = 5
+    NOOP = 6
+    SUBMIT_JOB = 7
+    JOB_CREATED = 8
+    GRAB_JOB = 9
+    NO_JOB = 10
+    JOB_ASSIGN = 11
+    WORK_STATUS = 12
+    WORK_COMPLETE = 13
+    WORK_FAIL = 14
+    GET_STATUS = 15
+    ECHO_REQ = 16
+    ECHO_RES = 17
+    SUBMIT_JOB_BG = 18
+    ERROR = 19
+    STATUS_RES = 20
+    SUBMIT_JOB_HIGH = 21
+    SET_CLIENT_ID = 22
+    CAN_DO_TIMEOUT = 23
+    ALL_YOURS = 24
+    WORK_EXCEPTION = 25
+    OPTION_REQ = 26
+    OPTION_RES = 27
+    WORK_DATA = 28
+    WORK_WARNING = 29
+    GRAB_JOB_UNIQ = 30
+    JOB_ASSIGN_UNIQ = 31
+    SUBMIT_JOB_HIGH_BG = 32
+    SUBMIT_JOB_LOW = 33
+    SUBMIT_JOB_LOW_BG = 34
+    SUBMIT_JOB_SCHED = 35
+    SUBMIT_JOB_EPOCH = 36
+    SUBMIT_REDUCE_JOB = 37
+    SUBMIT_REDUCE_JOB_BACKGROUND = 38
+    GRAB_JOB_ALL = 39
+    JOB_ASSIGN_ALL = 40
+    GET_STATUS_UNIQUE = 41
+    STATUS_RES_UNIQUE = 42
+
+
+class Priority(enum.Enum):
+    """The three queue levels of a job."""
+
+    #: Runs before NORMAL and LOW jobs of the same function.
+    HIGH = "high"
+    #: The default.
+    NORMAL = "normal"
+    #: Runs after HIGH and NORMAL jobs.
+    LOW = "low"
+
+
+# -- argument codecs ----------------------------------------------------------------------------
+
+
+def _dec_bytes(raw: bytes) -> bytes:
+    return raw
+
+
+def _dec_int(raw: bytes) -> int:
+    # bytes.isdigit() is ASCII-only; int() alone would accept " 1", "+1", "1_0".
+    body = raw[1:] if raw[:1] == b"-" else raw
+    if not body.isdigit() or len(body) > 20:
+        raise RemoteProtocolError(f"expected an integer argument, got {raw[:40]!r}")
+    return int(raw)
+
+
+def _dec_bool(raw: bytes) -> bool:
+    if raw == b"1":
+        return True
+    if raw == b"0":
+        return False
+    raise RemoteProtocolError(f"expected 0 or 1, got {raw[:40]!r}")
+
+
+def _enc_bytes(value: bytes) -> bytes:
+    return value
+
+
+def _enc_int(value: int) -> bytes:
+    return b"%d" % value
+
+
+def _enc_bool(value: bool) -> bytes:
+    return b"1" if value else b"0"
+
+
+_CODECS: dict[str, tuple[Callable[[bytes], object], Callable[..., bytes]]] = {
+    "bytes": (_dec_bytes, _enc_bytes),
+    "int": (_dec_int, _enc_int),
+    "bool": (_dec_bool, _enc_bool),
+}
+
+
+def check_name(value: bytes, what: str) -> None:
+    """A function name: non-empty, no NUL (it is NUL-terminated on the wire)."""
+    if not isinstance(value, bytes):
+        raise LocalProtocolError(f"{what} must be bytes, got {type(value).__name__}")
+    if not value:
+        raise LocalProtocolError(f"{what} must not be empty")
+    if b"\0" in value:
+        raise LocalProtocolError(f"{what} must not contain NUL: {value[:40]!r}")
+
+
+def check_unique(value: bytes) -> None:
+    """A unique id: at most 63 bytes, no NUL (empty means "no unique": never coalesced)."""
+    if not isinstance(value, bytes):
+        raise LocalProtocolError(f"unique must be bytes, got {type(value).__name__}")
+    if len(value) > MAX_UNIQUE:
+        raise LocalProtocolError(f"unique is {len(value)} bytes, at most {MAX_UNIQUE} allowed")
+    if b"\0" in value:
+        raise LocalProtocolError(f"unique must not contain NUL: {value[:40]!r}")
+
+
+def check_handle(value: bytes) -> None:
+    """A job handle: 1-64 bytes, no NUL."""
+    if not isinstance(value, bytes):
+        raise LocalProtocolError(f"handle must be bytes, got {type(value).__name__}")
+    if not value or len(value) > MAX_HANDLE:
+        raise LocalProtocolError(f"handle must be 1-{MAX_HANDLE} bytes, got {len(value)}")
+    if b"\0" in value:
+        raise LocalProtocolError(f"handle must not contain NUL: {value[:40]!r}")
+
+
+def check_client_id(value: bytes) -> None:
+    """A worker id: 1-255 bytes, no NUL, whitespace or control bytes (the ``workers`` admin
+    listing prints it verbatim: a newline in it would forge lines there)."""
+    if not value or len(value) > 255:
+        raise LocalProtocolError(f"client id must be 1-255 bytes, got {len(value)}")
+    if any(b <= 32 or b == 127 for b in value):
+        raise LocalProtocolError(f"client id must not contain whitespace or controls: {value!r}")
+
+
+def _check_field(cls_name: str, name: str, kind: str, value: object, last: bool) -> None:
+    if kind == "bytes":
+        if not isinstance(value, bytes):
+            raise LocalProtocolError(f"{cls_name}.{name} must be bytes, got {type(value).__name__}")
+        if not last and b"\0" in value:
+            raise LocalProtocolError(f"{cls_name}.{name} must not contain NUL: {value[:40]!r}")
+        if name == "function" or name == "reducer":
+            check_name(value, name)
+        elif name == "unique":
+            check_unique(value)
+        elif name == "handle":
+            check_handle(value)
+        elif name == "client_id":
+            check_client_id(value)
+    elif kind == "int":
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise LocalProtocolError(f"{cls_name}.{name} must be an int, got {value!r}")
+        if value < 0 or value >= 1 << 64:
+            raise LocalProtocolError(f"{cls_name}.{name} must be 0 <= n < 2**64, got {value}")
+    elif not isinstance(value, bool):
+        raise LocalProtocolError(f"{cls_name}.{name} must be a bool, got {value!r}")
+
+
+# -- the packet classes -------------------------------------------------------------------------
+
+
+class Packet:
+    """Base class of every packet. ``TYPE`` is its type number; the fields are its arguments in
+    wire order (the last one is opaque)."""
+
+    __slots__ = ()
+    TYPE: ClassVar[PacketType]
+    _FIELDS: ClassVar[tuple[str, ...]] = ()
+    _DECODERS: ClassVar[tuple[Callable[[bytes], object], ...]] = ()
+    _ENCODERS: ClassVar[tuple[Callable[..., bytes], ...]] = ()
+    _KINDS: ClassVar[tuple[str, ...]] = ()
+
+    def args(self) -> list[bytes]:
+        """The arguments as they go on the wire."""
+        pairs = zip(self._FIELDS, self._ENCODERS, strict=True)
+        return [enc(getattr(self, name)) for name, enc in pairs]
+
+    def validate(self) -> None:
+        """Check every argument before sending.
+
+        Raises:
+            LocalProtocolError: a name is empty or has a NUL, a unique id is over 63 bytes, a
+                handle over 64, a number negative, or a non-final argument contains NUL.
+        """
+        n = len(self._FIELDS)
+        for i, (name, kind) in enumerate(zip(self._FIELDS, self._KINDS, strict=True)):
+            _check_field(type(self).__name__, name, kind, getattr(self, name), i == n - 1)
+
+    @classmethod
+    def from_args(cls: type[P], args: list[bytes]) -> P:
+        """Build the packet from its decoded arguments (no validation beyond types)."""
+        return cls(*[dec(a) for dec, a in zip(cls._DECODERS, args, strict=True)])
+
+
+P = TypeVar("P", bound=Packet)
+
+#: Every packet class by type number.
+PACKETS: dict[int, type[Packet]] = {}
+
+
+def _packet(ptype: PacketType) -> Callable[[type[P]], type[P]]:
+    def register(cls: type[P]) -> type[P]:
+        fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+        kinds = tuple(str(f.type) for f in fields)
+        for kind in kinds:
+            assert kind in _CODECS, (cls, kind)
+        cls.TYPE = ptype
+        cls._FIELDS = tuple(f.name for f in fields)
+        cls._KINDS = kinds
+        cls._DECODERS = tuple(_CODECS[k][0] for k in kinds)
+        cls._ENCODERS = tuple(_CODECS[k][1] for k in kinds)
+        PACKETS[int(ptype)] = cls
+        return cls
+
+    return register
+
+
+@_packet(PacketType.CAN_DO)
+@dataclass(frozen=True, slots=True)
+class CanDo(Packet):
+    """Worker: I can run ``function``."""
+
+    function: bytes
+
+
+@_packet(PacketType.CANT_DO)
+@dataclass(frozen=True, slots=True)
+class CantDo(Packet):
+    """Worker: I no longer run ``function``."""
+
+    function: bytes
+
+
+@_packet(PacketType.RESET_ABILITIES)
+@dataclass(frozen=True, slots=True)
+class ResetAbilities(Packet):
+    """Worker: forget every function I registered."""
+
+
+@_packet(PacketType.PRE_SLEEP)
+@dataclass(frozen=True, slots=True)
+class PreSleep(Packet):
+    """Worker: I am going to sleep; wake me with NOOP when a job comes."""
+
+
+@_packet(PacketType.UNUSED)
+@dataclass(frozen=True, slots=True)
+class Unused(Packet):
+    """Type 5, reserved: gearmand answers ERROR INVALID_COMMAND."""
+
+
+@_packet(PacketType.NOOP)
+@dataclass(frozen=True, slots=True)
+class Noop(Packet):
+    """Server to a sleeping worker: a job may be waiting, grab it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Submit(Packet):
+    """Base of the six plain submit packets (foreground/background x high/normal/low)."""
+
+    function: bytes
+    unique: bytes
+    data: bytes
+
+    #: Whether the client is detached from the job (no WORK_* packets, no result).
+    BACKGROUND: ClassVar[bool] = False
+    PRIORITY: ClassVar[Priority] = Priority.NORMAL
+
+    # Fast paths for the packet bulk submits are made of; anything odd takes the generic path,
+    # which raises the precise error.
+    def args(self) -> list[bytes]:
+        return [self.function, self.unique, self.data]
+
+    def validate(self) -> None:
+        f, u = self.function, self.unique
+        if (
+            type(f) is bytes and f and b"\0" not in f and type(u) is bytes
+            and len(u) <= MAX_UNIQUE and b"\0" not in u and type(self.data) is bytes
+        ):
+            return
+        Packet.validate(self)
+
+
+@_packet(PacketType.SUBMIT_JOB)
+@dataclass(frozen=True, slots=True)
+class SubmitJob(Submit):
+    """Client: run a job and send me its updates and result."""
+
+
+@_packet(PacketType.SUBMIT_JOB_BG)
+@dataclass(frozen=True, slots=True)
+class SubmitJobBg(Submit):
+    """Client: queue a background job."""
+
+    BACKGROUND: ClassVar[bool] = True
+
+
+@_packet(PacketType.SUBMIT_JOB_HIGH)
+@dataclass(frozen=True, slots=True)
+class SubmitJobHigh(Submit):
+    """Client: a high-priority foreground job."""
+
+    PRIORITY: ClassVar[Priority] = Priority.HIGH
+
+
+@_packet(PacketType.SUBMIT_JOB_HIGH_BG)
+@dataclass(frozen=True, slots=True)
+class SubmitJobHighBg(Submit):
+    """Client: a high-priority background job."""
+
+    BACKGROUND: ClassVar[bool] = True
+    PRIORITY: ClassVar[Priority] = Priority.HIGH
+
+
+@_packet(PacketType.SUBMIT_JOB_LOW)
+@dataclass(frozen=True, slots=True)
+class SubmitJobLow(Submit):
+    """Client: a low-priority foreground job."""
+
+    PRIORITY: ClassVar[Priority] = Priority.LOW
+
+
+@_packet(PacketType.SUBMIT_JOB_LOW_BG)
+@dataclass(frozen=True, slots=True)
+class SubmitJobLowBg(Submit):
+    """Client: a low-priority background job."""
+
+    BACKGROUND: ClassVar[bool] = True
+    PRIORITY: ClassVar[Priority] = Priority.LOW
+
+
+@_packet(PacketType.JOB_CREATED)
+@dataclass(frozen=True, slots=True)
+class JobCreated(Packet):
+    """Server: the submitted job has this handle (an existing one when coalesced)."""
+
+    handle: bytes
+
+
+@_packet(PacketType.GRAB_JOB)
+@dataclass(frozen=True, slots=True)
+class GrabJob(Packet):
+    """Worker: give me a job (answered JOB_ASSIGN or NO_JOB)."""
+
+
+@_packet(PacketType.NO_JOB)
+@dataclass(frozen=True, slots=True)
+class NoJob(Packet):
+    """Server: nothing to grab."""
+
+
+@_packet(PacketType.JOB_ASSIGN)
+@dataclass(frozen=True, slots=True)
+class JobAssign(Packet):
+    """Server: run this job (answer to GRAB_JOB)."""
+
+    handle: bytes
+    function: bytes
+    data: bytes
+
+
+@_packet(PacketType.WORK_STATUS)
+@dataclass(frozen=True, slots=True)
+class WorkStatus(Packet):
+    """Worker to server, server to clients: ``numerator``/``denominator`` done."""
+
+    handle: bytes
+    numerator: int
+    denominator: int
+
+
+@_packet(PacketType.WORK_COMPLETE)
+@dataclass(frozen=True, slots=True)
+class WorkComplete(Packet):
+    """Worker to server, server to clients: the job succeeded with ``data``."""
+
+    handle: bytes
+    data: bytes
+
+
+@_packet(PacketType.WORK_FAIL)
+@dataclass(frozen=True, slots=True)
+class WorkFail(Packet):
+    """Worker to server, server to clients: the job failed."""
+
+    handle: bytes
+
+
+@_packet(PacketType.GET_STATUS)
+@dataclass(frozen=True, slots=True)
+class GetStatus(Packet):
+    """Client: how is the job with this handle doing? (answered STATUS_RES)"""
+
+    handle: bytes
+
+
+@_packet(PacketType.ECHO_REQ)
+@dataclass(frozen=True, slots=True)
+class EchoReq(Packet):
+    """Send ``data`` back to me (ECHO_RES)."""
+
+    data: bytes
+
+
+@_packet(PacketType.ECHO_RES)
+@dataclass(frozen=True, slots=True)
+class EchoRes(Packet):
+    """Server: the data of an ECHO_REQ."""
+
+    data: bytes
+
+
+@_packet(PacketType.ERROR)
+@dataclass(frozen=True, slots=True)
+class Error(Packet):
+    """Server: ``code`` (e.g. ``QUEUE_ERROR``) and a text."""
+
+    code: bytes
+    text: bytes
+
+
+@_packet(PacketType.STATUS_RES)
+@dataclass(frozen=True, slots=True)
+class StatusRes(Packet):
+    """Server: the status of a handle (``known`` is False for a job the server does not hold)."""
+
+    handle: bytes
+    known: bool
+    running: bool
+    numerator: int
+    denominator: int
+
+
+@_packet(PacketType.SET_CLIENT_ID)
+@dataclass(frozen=True, slots=True)
+class SetClientId(Packet):
+    """Worker: my id, as shown by the ``workers`` admin command."""
+
+    client_id: bytes
+
+
+@_packet(PacketType.CAN_DO_TIMEOUT)
+@dataclass(frozen=True, slots=True)
+class CanDoTimeout(Packet):
+    """Worker: I can run ``function``; a job of it may run ``timeout`` milliseconds (gearmand
+    1.1.20 enforces at least 1000) before the server requeues it silently."""
+
+    function: bytes
+    timeout: int
+
+
+@_packet(PacketType.ALL_YOURS)
+@dataclass(frozen=True, slots=True)
+class AllYours(Packet):
+    """Never implemented by gearmand (ERROR INVALID_COMMAND)."""
+
+
+@_packet(PacketType.WORK_EXCEPTION)
+@dataclass(frozen=True, slots=True)
+class WorkException(Packet):
+    """Worker to server, server to clients that asked for ``exceptions``: failed with ``data``."""
+
+    handle: bytes
+    data: bytes
+
+
+@_packet(PacketType.OPTION_REQ)
+@dataclass(frozen=True, slots=True)
+class OptionReq(Packet):
+    """Set a connection option (only ``exceptions`` exists)."""
+
+    name: bytes
+
+
+@_packet(PacketType.OPTION_RES)
+@dataclass(frozen=True, slots=True)
+class OptionRes(Packet):
+    """Server: the option was set."""
+
+    name: bytes
+
+
+@_packet(PacketType.WORK_DATA)
+@dataclass(frozen=True, slots=True)
+class WorkData(Packet):
+    """Worker to server, server to clients: partial data of a running job."""
+
+    handle: bytes
+    data: bytes
+
+
+@_packet(PacketType.WORK_WARNING)
+@dataclass(frozen=True, slots=True)
+class WorkWarning(Packet):
+    """Worker to server, server to clients: a warning from a running job."""
+
+    handle: bytes
+    data: bytes
+
+
+@_packet(PacketType.GRAB_JOB_UNIQ)
+@dataclass(frozen=True, slots=True)
+class GrabJobUniq(Packet):
+    """Worker: give me a job with its unique id (JOB_ASSIGN_UNIQ or NO_JOB)."""
+
+
+@_packet(PacketType.JOB_ASSIGN_UNIQ)
+@dataclass(frozen=True, slots=True)
+class JobAssignUniq(Packet):
+    """Server: run this job (answer to GRAB_JOB_UNIQ / GRAB_JOB_ALL)."""
+
+    handle: bytes
+    function: bytes
+    unique: bytes
+    data: bytes
+
+
+@_packet(PacketType.SUBMIT_JOB_SCHED)
+@dataclass(frozen=True, slots=True)
+class SubmitJobSched(Packet):
+    """Cron-like background job. gearmand 1.1.20 answers ERROR INVALID_COMMAND: use EPOCH."""
+
+    function: bytes
+    unique: bytes
+    minute: int
+    hour: int
+    day_of_month: int
+    month: int
+    day_of_week: int
+    data: bytes
+
+
+@_packet(PacketType.SUBMIT_JOB_EPOCH)
+@dataclass(frozen=True, slots=True)
+class SubmitJobEpoch(Packet):
+    """Client: a background job to run at unix time ``epoch``."""
+
+    function: bytes
+    unique: bytes
+    epoch: int
+    data: bytes
+
+    BACKGROUND: ClassVar[bool] = True
+
+
+@_packet(PacketType.SUBMIT_REDUCE_JOB)
+@dataclass(frozen=True, slots=True)
+class SubmitReduceJob(Packet):
+    """Client: a map/reduce job (``aggregator`` is unused by gearmand but must be present)."""
+
+    function: bytes
+    unique: bytes
+    reducer: bytes
+    aggregator: bytes
+    data: bytes
+
+    BACKGROUND: ClassVar[bool] = False
+
+
+@_packet(PacketType.SUBMIT_REDUCE_JOB_BACKGROUND)
+@dataclass(frozen=True, slots=True)
+class SubmitReduceJobBackground(Packet):
+    """Client: a background map/reduce job."""
+
+    function: bytes
+    unique: bytes
+    reducer: bytes
+    aggregator: bytes
+    data: bytes
+
+    BACKGROUND: ClassVar[bool] = True
+
+
+@_packet(PacketType.GRAB_JOB_ALL)
+@dataclass(frozen=True, slots=True)
+class GrabJobAll(Packet):
+    """Worker: give me a job, with its reducer if it has one (JOB_ASSIGN_ALL / _UNIQ / NO_JOB)."""
+
+
+@_packet(PacketType.JOB_ASSIGN_ALL)
+@dataclass(frozen=True, slots=True)
+class JobAssignAll(Packet):
+    """Server: run this reduce job."""
+
+    handle: bytes
+    function: bytes
+    unique: bytes
+    reducer: bytes
+    data: bytes
+
+
+@_packet(PacketType.GET_STATUS_UNIQUE)
+@dataclass(frozen=True, slots=True)
+class GetStatusUnique(Packet):
+    """Client: the status of the job with this unique id (STATUS_RES_UNIQUE)."""
+
+    unique: bytes
+
+
+@_packet(PacketType.STATUS_RES_UNIQUE)
+@dataclass(frozen=True, slots=True)
+class StatusResUnique(Packet):
+    """Server: status by unique id, with the number of clients waiting for the job."""
+
+    unique: bytes
+    known: bool
+    running: bool
+    numerator: int
+    denominator: int
+    client_count: int
+
+
+#: Packets that create a job (all answered JOB_CREATED or ERROR).
+SUBMITS: tuple[type[Packet], ...] = (
+    SubmitJob, SubmitJobBg, SubmitJobHigh, SubmitJobHighBg, SubmitJobLow, SubmitJobLowBg,
+    SubmitJobSched, SubmitJobEpoch, SubmitReduceJob, SubmitReduceJobBackground,
+)
+
+_SUBMIT_CLASSES: dict[tuple[Priority, bool], type[Submit]] = {
+    (Priority.NORMAL, False): SubmitJob,
+    (Priority.NORMAL, True): SubmitJobBg,
+    (Priority.HIGH, False): SubmitJobHigh,
+    (Priority.HIGH, True): SubmitJobHighBg,
+    (Priority.LOW, False): SubmitJobLow,
+    (Priority.LOW, True): SubmitJobLowBg,
+}
+
+
+def submit_packet(
+    function: bytes, data: bytes, *, unique: bytes = b"", priority: Priority = Priority.NORMAL,
+    background: bool = False,
+) -> Submit:
+    """The plain SUBMIT_JOB* packet for ``priority`` and ``background``.
+
+    Raises:
+        LocalProtocolError: ``priority`` is not a :class:`Priority`.
+    """
+    if not isinstance(priority, Priority):
+        raise LocalProtocolError(f"priority must be a Priority, got {priority!r}")
+    return _SUBMIT_CLASSES[priority, background](function, unique, data)
+
+
+# -- framing --------------------------------------------------------------------------------------
+
+
+def encode_packet(packet: Packet, magic: bytes) -> bytes:
+    """The packet's bytes with ``magic`` (:data:`REQ` or :data:`RES`); no validation here."""
+    body = b"\0".join(packet.args())
+    if len(body) > _MAX_WIRE_BODY:
+        raise LocalProtocolError(f"packet body of {len(body)} bytes does not fit in 32 bits")
+    return _HEADER.pack(magic, packet.TYPE, len(body)) + body
+
+
+def decode_body(ptype: int, body: bytes) -> Packet:
+    """Split ``body`` into the arguments of packet type ``ptype``.
+
+    Raises:
+        RemoteProtocolError: unknown type, or the wrong number of arguments.
+    """
+    cls = PACKETS.get(ptype)
+    if cls is None:
+        raise RemoteProtocolError(f"unknown packet type {ptype}")
+    n = len(cls._FIELDS)
+    if n == 0:
+        if body:
+            raise RemoteProtocolError(f"{cls.TYPE.name} takes no arguments, got {len(body)} bytes")
+        return cls()
+    if cls is WorkFail and body.endswith(b"\0"):
+        body = body[:-1]  # gearmand 1.1.20 adds a NUL to a WORK_FAIL converted from an exception
+    args = body.split(b"\0", n - 1)
+    if len(args) != n:
+        raise RemoteProtocolError(
+            f"{cls.TYPE.name} needs {n} arguments, got {len(args)}: {body[:60]!r}"
+        )
+    return cls.from_args(args)
+
+
+class PacketDecoder:
+    """Bytes in, packets out, for one direction of one connection.
+
+    Args:
+        magic: the magic every packet must carry (:data:`RES` on the client side, :data:`REQ`
+            on the server side).
+        max_body_size: largest body accepted; a larger one is refused from its header.
+    """
+
+    __slots__ = ("_buf", "magic", "max_body_size")
+
+    def __init__(self, magic: bytes, max_body_size: int = DEFAULT_MAX_BODY_SIZE) -> None:
+        self._buf = ReceiveBuffer()
+        self.magic = magic
+        self.max_body_size = max_body_size
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet returned as packets."""
+        return len(self._buf)
+
+    @property
+    def buffer(self) -> ReceiveBuffer:
+        """The underlying buffer (the server role also reads admin text lines from it)."""
+        return self._buf
+
+    def feed(self, data: bytes) -> None:
+        self._buf.feed(data)
+
+    def next_header(self) -> tuple[bytes, int, int] | None:
+        """The next header ``(magic, type, size)`` without consuming it, once the whole packet is
+        buffered; ``None`` until then.
+
+        Raises:
+            RemoteProtocolError: the body is larger than ``max_body_size``.
+        """
+        buf = self._buf
+        if len(buf) < HEADER_SIZE:
+            return None
+        header = buf.peek(HEADER_SIZE)
+        assert header is not None
+        magic, ptype, size = _HEADER.unpack(header)
+        if size > self.max_body_size:
+            raise RemoteProtocolError(
+                f"packet type {ptype} announces a {size}-byte body, over the "
+                f"{self.max_body_size}-byte limit"
+            )
+        if len(buf) < HEADER_SIZE + size:
+            return None
+        return magic, ptype, size
+
+    def take_body(self, size: int) -> bytes:
+        """Consume the header just returned by :meth:`next_header` and return the body."""
+        self._buf.discard(HEADER_SIZE)
+        body = self._buf.extract_exactly(size)
+        assert body is not None
+        return body
+
+    def next_packet(self) -> Packet | None:
+        """The next complete packet, or ``None`` if more bytes are needed.
+
+        Raises:
+            RemoteProtocolError: bad magic, unknown type, oversized or malformed body.
+        """
+        buf = self._buf
+        buffered = len(buf)
+        if buffered < HEADER_SIZE:
+            # Check what is there already, so garbage is refused without waiting for more.
+            if buffered >= 4 and buf.peek(4) != self.magic:
+                raise RemoteProtocolError(f"bad magic {buf.peek(4)!r}, expected {self.magic!r}")
+            if buffered >= 8:
+                head = buf.peek(8)
+                assert head is not None
+                if int.from_bytes(head[4:8], "big") not in PACKETS:
+                    raise RemoteProtocolError(f"unknown packet type {head[4:8]!r}")
+            return None
+        header = buf.peek(HEADER_SIZE)
+        assert header is not None
+        magic, ptype, size = _HEADER.unpack(header)
+        if magic != self.magic:
+            raise RemoteProtocolError(f"bad magic {magic!r}, expected {self.magic!r}")
+        if ptype not in PACKETS:
+            raise RemoteProtocolError(f"unknown packet type {ptype}")
+        if size > self.max_body_size:
+            raise RemoteProtocolError(
+                f"packet type {ptype} announces a {size}-byte body, over the "
+                f"{self.max_body_size}-byte limit"
+            )
+        if buffered < HEADER_SIZE + size:
+            return None
+        return decode_body(ptype, self.take_body(size))

@@ -1,0 +1,228 @@
+"""The client and worker side of the Gearman binary protocol as a Sans-IO state machine.
+
+    conn = Connection()
+    sock.sendall(conn.send(SubmitJob(b"reverse", b"", b"abc")))   # packets in, bytes out
+    conn.receive_data(sock.recv(65536))                            # bytes in ...
+    event = conn.next_event()        # ... events out: Answer(request=SubmitJob(...),
+                                     #                        reply=JobCreated(b"H:host:1"))
+
+Why it is shaped like this:
+
+* One connection may act as client and worker at once (gearmand does not care), so there is
+  one class for both roles; what it refuses is sending a packet only a server sends.
+* gearmand handles one connection's requests in order, so the requests that get an answer
+  (submits, GET_STATUS, GET_STATUS_UNIQUE, OPTION_REQ, ECHO_REQ, the grabs, and the packets
+  gearmand rejects outright) are kept in a FIFO. Each answer is checked against the head
+  (:data:`ANSWERS`); an answer that cannot answer it is a desync and raises
+  ``RemoteProtocolError``. An ERROR answers the head, except gearmand's JOB_NOT_FOUND, which is
+  the answer to a WORK_* packet for a job it no longer holds (those get no answer otherwise):
+  it is handed out unsolicited, as is any ERROR when nothing waits.
+* Everything else a server sends (NOOP, the WORK_* packets of submitted jobs) is unsolicited and
+  returned as the bare packet; routing WORK_* by handle is the session's job.
+* ``next_event()`` drains what is already buffered without another read.
+* Any protocol error poisons the connection: every later call raises it again.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+
+from jobwire.errors import LocalProtocolError, RemoteProtocolError
+
+from ._events import NEED_DATA, Answer, ConnectionClosed, NeedData
+from ._packets import (
+    DEFAULT_MAX_BODY_SIZE,
+    REQ,
+    RES,
+    SUBMITS,
+    AllYours,
+    CanDo,
+    CanDoTimeout,
+    CantDo,
+    EchoReq,
+    EchoRes,
+    Error,
+    GetStatus,
+    GetStatusUnique,
+    GrabJob,
+    GrabJobAll,
+    GrabJobUniq,
+    JobAssign,
+    JobAssignAll,
+    JobAssignUniq,
+    JobCreated,
+    NoJob,
+    Noop,
+    OptionReq,
+    OptionRes,
+    Packet,
+    PacketDecoder,
+    PreSleep,
+    ResetAbilities,
+    SetClientId,
+    StatusRes,
+    StatusResUnique,
+    SubmitJobSched,
+    Unused,
+    WorkComplete,
+    WorkData,
+    WorkException,
+    WorkFail,
+    WorkStatus,
+    WorkWarning,
+    encode_packet,
+)
+
+__all__ = ["ANSWERS", "CLIENT_SENDS", "SERVER_SENDS", "Connection", "ConnectionState"]
+
+#: Which packets answer which request (ERROR may answer any of them).
+ANSWERS: dict[type[Packet], tuple[type[Packet], ...]] = {
+    **{cls: (JobCreated,) for cls in SUBMITS},
+    GetStatus: (StatusRes,),
+    GetStatusUnique: (StatusResUnique,),
+    EchoReq: (EchoRes,),
+    OptionReq: (OptionRes,),
+    GrabJob: (NoJob, JobAssign),
+    GrabJobUniq: (NoJob, JobAssignUniq),
+    GrabJobAll: (NoJob, JobAssignUniq, JobAssignAll),
+    # gearmand rejects these with ERROR INVALID_COMMAND: the ERROR is their answer.
+    SubmitJobSched: (),
+    AllYours: (),
+    Unused: (),
+}
+
+#: Packets a client or worker may send (with ``\\0REQ`` magic).
+CLIENT_SENDS: frozenset[type[Packet]] = frozenset(
+    {
+        *ANSWERS,
+        CanDo, CantDo, CanDoTimeout, ResetAbilities, PreSleep, SetClientId,
+        WorkStatus, WorkComplete, WorkFail, WorkException, WorkData, WorkWarning,
+    }
+)
+
+#: Packets a server may send (with ``\\0RES`` magic).
+SERVER_SENDS: frozenset[type[Packet]] = frozenset(
+    {
+        Noop, JobCreated, NoJob, JobAssign, JobAssignUniq, JobAssignAll, EchoRes, Error,
+        StatusRes, StatusResUnique, OptionRes,
+        WorkStatus, WorkComplete, WorkFail, WorkException, WorkData, WorkWarning,
+    }
+)
+
+_UNSOLICITED: frozenset[type[Packet]] = frozenset(
+    {Noop, WorkStatus, WorkComplete, WorkFail, WorkException, WorkData, WorkWarning}
+)
+
+
+class ConnectionState(enum.Enum):
+    #: Requests may be sent and packets read.
+    OPEN = "OPEN"
+    #: The peer closed the connection. No more requests.
+    CLOSED = "CLOSED"
+    #: A protocol error happened. Every call raises it again.
+    ERROR = "ERROR"
+
+
+class Connection:
+    """The client/worker role of one Gearman connection.
+
+    Args:
+        max_body_size: largest packet body accepted from the server (default 64 MiB).
+    """
+
+    __slots__ = ("_closed_reported", "_decoder", "_eof", "_error", "_waiting", "state")
+
+    def __init__(self, *, max_body_size: int = DEFAULT_MAX_BODY_SIZE) -> None:
+        self._decoder = PacketDecoder(RES, max_body_size)
+        self._waiting: deque[Packet] = deque()
+        self._eof = False
+        self._closed_reported = False
+        self._error: RemoteProtocolError | LocalProtocolError | None = None
+        self.state = ConnectionState.OPEN
+
+    @property
+    def awaiting_answers(self) -> int:
+        """Requests sent whose answers have not arrived."""
+        return len(self._waiting)
+
+    def _check(self) -> None:
+        if self._error is not None:
+            raise type(self._error)(str(self._error))
+
+    def send(self, packet: Packet) -> bytes:
+        """Validate ``packet`` and return its bytes (``\\0REQ`` magic).
+
+        Raises:
+            LocalProtocolError: the packet is one only a server sends, an argument is invalid
+                (empty or NUL-containing name, unique over 63 bytes, ...), or the connection is
+                closed or poisoned. Nothing is recorded: the connection stays usable.
+        """
+        self._check()
+        if self.state is not ConnectionState.OPEN:
+            raise LocalProtocolError(f"cannot send {type(packet).__name__}: connection is closed")
+        if type(packet) not in CLIENT_SENDS:
+            raise LocalProtocolError(f"{type(packet).__name__} is sent by servers, not clients")
+        packet.validate()
+        data = encode_packet(packet, REQ)
+        if type(packet) in ANSWERS:
+            self._waiting.append(packet)
+        return data
+
+    def receive_data(self, data: bytes) -> None:
+        """Feed bytes from the server; ``b""`` means the server closed the connection."""
+        if data:
+            if self._eof:
+                raise LocalProtocolError("receive_data after EOF")
+            self._decoder.feed(data)
+        else:
+            self._eof = True
+
+    def next_event(self) -> Packet | Answer | ConnectionClosed | NeedData:
+        """The next event from what is buffered.
+
+        Returns:
+            :class:`Answer` for a reply to a request; the bare packet for NOOP, WORK_* and an
+            unmatched ERROR; :class:`ConnectionClosed` once after EOF; else :data:`NEED_DATA`.
+
+        Raises:
+            RemoteProtocolError: bad magic, unknown type, oversized or malformed packet, or a
+                reply that answers no waiting request. The connection is poisoned.
+        """
+        self._check()
+        try:
+            packet = self._decoder.next_packet()
+        except RemoteProtocolError as exc:
+            self._poison(exc)
+            raise
+        if packet is None:
+            if self._eof and not self._closed_reported:
+                self._closed_reported = True
+                self.state = ConnectionState.CLOSED
+                return ConnectionClosed(len(self._waiting), self._decoder.buffered > 0)
+            return NEED_DATA
+        cls = type(packet)
+        if cls in _UNSOLICITED:
+            return packet
+        waiting = self._waiting
+        if cls is Error:
+            assert isinstance(packet, Error)
+            if not waiting or packet.code == b"JOB_NOT_FOUND":
+                return packet
+            return Answer(waiting.popleft(), packet)
+        if cls not in SERVER_SENDS:
+            error = RemoteProtocolError(f"server sent {cls.__name__}, which only clients send")
+            self._poison(error)
+            raise error
+        if not waiting or cls not in ANSWERS[type(waiting[0])]:
+            head = type(waiting[0]).__name__ if waiting else "nothing"
+            error = RemoteProtocolError(
+                f"server sent {cls.__name__} while {head} awaited an answer"
+            )
+            self._poison(error)
+            raise error
+        return Answer(waiting.popleft(), packet)
+
+    def _poison(self, exc: RemoteProtocolError) -> None:
+        self._error = exc
+        self.state = ConnectionState.ERROR

@@ -1,0 +1,600 @@
+"""The Sans-IO cores: packets in both directions, the client/worker role, the server role and the
+admin text protocol, with gearmand 1.1.20's recorded transcript as test vectors."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gearman_client import _packets as pk
+from gearman_client._admin import (
+    AdminConnection,
+    AdminError,
+    AdminList,
+    AdminOk,
+    CancelJob,
+    CreateFunction,
+    DropFunction,
+    GetPid,
+    MaxQueue,
+    PriorityStatusCommand,
+    ShowJobs,
+    ShowUniqueJobs,
+    Shutdown,
+    Status,
+    Verbose,
+    Version,
+    Workers,
+    parse_jobs,
+    parse_priority_status,
+    parse_status,
+    parse_workers,
+)
+from gearman_client._events import NEED_DATA, Answer, ConnectionClosed, WrongMagic
+from gearman_client._protocol import CLIENT_SENDS, SERVER_SENDS, Connection
+from gearman_client._server_protocol import AdminLine, ServerConnection
+from jobwire.errors import LocalProtocolError, RemoteProtocolError
+
+from ..conftest import SHARED
+
+TRANSCRIPT = [
+    json.loads(line)
+    for line in (SHARED / "transcripts" / "gearmand-1.1.20.jsonl").read_text().splitlines()
+]
+BINARY = [ex for ex in TRANSCRIPT if ex["kind"] == "binary"]
+TEXT = [ex for ex in TRANSCRIPT if ex["kind"] == "text"]
+#: What a client can send: not bad magic, unknown types or requests with RES magic (those are
+#: server-role vectors, replayed in test_transcript_server_role_every_split).
+CLIENT_BINARY = [ex for ex in BINARY if bytes.fromhex(ex["send_hex"])[:4] == b"\0REQ"
+                 and int.from_bytes(bytes.fromhex(ex["send_hex"])[4:8], "big") <= 42]
+
+
+def drain(conn: Any) -> list[Any]:
+    out = []
+    while (event := conn.next_event()) is not NEED_DATA:
+        out.append(event)
+        if isinstance(event, ConnectionClosed):
+            break
+    return out
+
+
+def splits(data: bytes) -> list[list[bytes]]:
+    """The input whole, and cut in two at every boundary."""
+    return [[data]] + [[data[:i], data[i:]] for i in range(1, len(data))]
+
+
+def server_parse(data: bytes) -> list[Any]:
+    conn = ServerConnection()
+    conn.receive_data(data)
+    return drain(conn)
+
+
+# -- every packet type, both directions ---------------------------------------------------------
+
+SAMPLE = {"bytes": b"v", "int": 7, "bool": True}
+
+
+def sample(cls: type[pk.Packet]) -> pk.Packet:
+    values = []
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    for i, f in enumerate(fields):
+        if f.name in ("data", "text") and i == len(fields) - 1:
+            values.append(b"last\0arg\0with NULs")
+        else:
+            values.append(SAMPLE[str(f.type)])
+    return cls(*values)
+
+
+def test_all_42_types_are_declared() -> None:
+    assert sorted(pk.PACKETS) == list(range(1, 43))
+    assert {cls.TYPE for cls in pk.PACKETS.values()} == set(pk.PacketType)
+
+
+@pytest.mark.parametrize("ptype", sorted(pk.PACKETS))
+def test_every_packet_round_trips(ptype: int) -> None:
+    cls = pk.PACKETS[ptype]
+    packet = sample(cls)
+    for magic in (pk.REQ, pk.RES):
+        data = pk.encode_packet(packet, magic)
+        assert data[:4] == magic and int.from_bytes(data[4:8], "big") == ptype
+        assert int.from_bytes(data[8:12], "big") == len(data) - 12
+        decoder = pk.PacketDecoder(magic)
+        for part in splits(data)[-1]:
+            decoder.feed(part)
+        assert decoder.next_packet() == packet
+
+
+@pytest.mark.parametrize("cls", sorted(CLIENT_SENDS, key=lambda c: c.TYPE))
+def test_client_role_sends_every_request_type_and_server_role_reads_it(
+    cls: type[pk.Packet],
+) -> None:
+    packet = sample(cls)
+    data = Connection().send(packet)
+    assert server_parse(data) == [packet]
+
+
+@pytest.mark.parametrize("cls", sorted(SERVER_SENDS, key=lambda c: c.TYPE))
+def test_server_role_sends_every_response_type(cls: type[pk.Packet]) -> None:
+    packet = sample(cls)
+    data = ServerConnection().send(packet)
+    assert data[:4] == pk.RES
+    assert pk.decode_body(cls.TYPE, data[12:]) == packet
+
+
+def test_roles_refuse_the_other_sides_packets() -> None:
+    with pytest.raises(LocalProtocolError):
+        Connection().send(pk.JobCreated(b"H:x:1"))
+    with pytest.raises(LocalProtocolError):
+        ServerConnection().send(pk.SubmitJob(b"f", b"", b""))
+
+
+# -- validation on the send path ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "packet",
+    [
+        pk.SubmitJob(b"", b"", b"x"),
+        pk.SubmitJob(b"f\0g", b"", b"x"),
+        pk.SubmitJobBg(b"f", b"u" * 64, b"x"),
+        pk.SubmitJobBg(b"f", b"a\0b", b"x"),
+        pk.CanDo(b""),
+        pk.CanDo(b"a\0b"),
+        pk.CanDoTimeout(b"f", -1),
+        pk.GetStatus(b""),
+        pk.GetStatus(b"H" * 65),
+        pk.WorkComplete(b"H:x\0:1", b"d"),
+        pk.GetStatusUnique(b"u" * 64),
+        pk.SubmitJobEpoch(b"f", b"", -5, b"d"),
+        pk.SubmitReduceJob(b"f", b"", b"", b"", b"d"),
+        pk.SubmitJob("f", b"", b"x"),  # type: ignore[arg-type]
+        pk.WorkStatus(b"H:1", True, 2),
+        pk.SetClientId(b""),
+        pk.SetClientId(b"two words"),
+        pk.SetClientId(b"forged\n1 127.0.0.1 admin : everything"),
+    ],
+)
+def test_invalid_packets_are_refused_before_anything_is_sent(packet: pk.Packet) -> None:
+    conn = Connection()
+    with pytest.raises(LocalProtocolError):
+        conn.send(packet)
+    assert conn.awaiting_answers == 0
+    assert conn.send(pk.EchoReq(b"still usable"))
+
+
+def test_unique_of_63_bytes_is_fine() -> None:
+    assert Connection().send(pk.SubmitJobBg(b"f", b"u" * 63, b"x"))
+
+
+def test_priority_must_be_the_enum() -> None:
+    assert type(pk.submit_packet(b"f", b"d", priority=pk.Priority.HIGH)) is pk.SubmitJobHigh
+    assert type(pk.submit_packet(b"f", b"d", priority=pk.Priority.LOW, background=True)) is (
+        pk.SubmitJobLowBg
+    )
+    with pytest.raises(LocalProtocolError):
+        pk.submit_packet(b"f", b"d", priority="high")  # type: ignore[arg-type]
+
+
+# -- the transcript as test vectors ------------------------------------------------------------
+
+
+def test_client_vectors_cover_the_transcript() -> None:
+    assert len(CLIENT_BINARY) == len(BINARY) - 3  # bad magic, type 99, RES magic as a request
+
+
+@pytest.mark.parametrize("ex", CLIENT_BINARY, ids=[ex["note"] for ex in CLIENT_BINARY])
+def test_transcript_client_role(ex: dict[str, str]) -> None:
+    sent = bytes.fromhex(ex["send_hex"])
+    received = bytes.fromhex(ex["recv_hex"])
+    requests = server_parse(sent)
+    if any(isinstance(r, pk.Submit) and len(r.unique) > pk.MAX_UNIQUE for r in requests):
+        with pytest.raises(LocalProtocolError, match="unique"):
+            Connection().send(requests[0])
+        return  # refused before sending: gearmand's ARGUMENT_TOO_LARGE cannot happen
+    for parts in splits(received):
+        conn = Connection()
+        out = b"".join(conn.send(r) for r in requests)
+        assert out == sent  # our encoding is byte-identical to what gearmand was sent
+        events: list[Any] = []
+        for part in parts:
+            conn.receive_data(part)
+            events += drain(conn)
+        replies = [e.reply if isinstance(e, Answer) else e for e in events]
+        assert b"".join(ServerConnection().send(r) for r in replies) == received
+        for event in events:
+            if isinstance(event, Answer):
+                assert event.request in requests
+
+
+def test_transcript_details() -> None:
+    by_note = {ex["note"]: ex for ex in BINARY}
+
+    def answers(note: str, requests: list[pk.Packet]) -> list[pk.Packet]:
+        conn = Connection()
+        for r in requests:
+            conn.send(r)
+        conn.receive_data(bytes.fromhex(by_note[note]["recv_hex"]))
+        return [e.reply for e in drain(conn)]
+
+    assert answers("GET_STATUS of an unknown handle -> known=0", [pk.GetStatus(b"H:nope:1")]) == [
+        pk.StatusRes(b"H:nope:1", False, False, 0, 0)
+    ]
+    assert answers(
+        "GET_STATUS_UNIQUE u1 -> STATUS_RES_UNIQUE starts with the unique",
+        [pk.GetStatusUnique(b"u1")],
+    ) == [pk.StatusResUnique(b"u1", True, False, 0, 0, 0)]
+    coalesced = answers(
+        "SUBMIT_JOB_BG with unique 'u1' twice -> same handle (coalesced)",
+        [pk.SubmitJobBg(b"reverse", b"u1", b"a"), pk.SubmitJobBg(b"reverse", b"u1", b"b")],
+    )
+    assert coalesced[0] == coalesced[1] == pk.JobCreated(b"H:vm:2")
+    [err] = answers("SUBMIT_JOB_BG on a full queue -> ERROR QUEUE_ERROR",
+                    [pk.SubmitJobBg(b"reverse", b"", b"full")])
+    assert err == pk.Error(b"QUEUE_ERROR", b"Job queue is full")
+
+
+@pytest.mark.parametrize("ex", BINARY, ids=[ex["note"] for ex in BINARY])
+def test_transcript_server_role_every_split(ex: dict[str, str]) -> None:
+    sent = bytes.fromhex(ex["send_hex"])
+    try:
+        whole: list[Any] = server_parse(sent)
+    except RemoteProtocolError:
+        whole = ["error"]
+    for parts in splits(sent):
+        conn = ServerConnection()
+        events: list[Any] = []
+        try:
+            for part in parts:
+                conn.receive_data(part)
+                events += drain(conn)
+        except RemoteProtocolError:
+            events.append("error")
+        assert events == whole
+    if ex["recv_hex"] == "3c454f463e":  # "<EOF>": gearmand closed the connection
+        assert whole == ["error"]
+
+
+@given(st.data())
+@settings(max_examples=60, deadline=None)
+def test_whole_binary_transcript_split_anywhere(data: st.DataObject) -> None:
+    """Client role: all replies of the transcript, concatenated and cut at arbitrary points."""
+    requests: list[pk.Packet] = []
+    stream = b""
+    for ex in BINARY:
+        try:
+            reqs = server_parse(bytes.fromhex(ex["send_hex"]))
+        except RemoteProtocolError:
+            continue
+        if any(isinstance(r, WrongMagic) for r in reqs):
+            continue
+        if any(isinstance(r, pk.Submit) and len(r.unique) > pk.MAX_UNIQUE for r in reqs):
+            continue
+        requests += reqs
+        stream += bytes.fromhex(ex["recv_hex"])
+    cuts = sorted(data.draw(st.sets(st.integers(1, len(stream) - 1), max_size=30)))
+    conn = Connection()
+    for r in requests:
+        conn.send(r)
+    events: list[Any] = []
+    last = 0
+    for cut in [*cuts, len(stream)]:
+        conn.receive_data(stream[last:cut])
+        last = cut
+        events += drain(conn)
+    assert b"".join(
+        ServerConnection().send(e.reply if isinstance(e, Answer) else e) for e in events
+    ) == stream
+    assert conn.awaiting_answers == 0
+
+
+# -- client role behaviour ----------------------------------------------------------------------
+
+
+def res(packet: pk.Packet) -> bytes:
+    return pk.encode_packet(packet, pk.RES)
+
+
+def test_unsolicited_packets_interleave_with_answers() -> None:
+    conn = Connection()
+    conn.send(pk.SubmitJob(b"f", b"", b"a"))
+    conn.send(pk.GetStatus(b"H:x:1"))
+    stream = (
+        res(pk.JobCreated(b"H:x:1"))
+        + res(pk.WorkData(b"H:x:1", b"part"))
+        + res(pk.Noop())
+        + res(pk.Error(b"JOB_NOT_FOUND", b"late"))
+        + res(pk.StatusRes(b"H:x:1", True, True, 1, 2))
+        + res(pk.WorkComplete(b"H:x:1", b"done"))
+    )
+    conn.receive_data(stream)
+    events = drain(conn)
+    assert events[0] == Answer(pk.SubmitJob(b"f", b"", b"a"), pk.JobCreated(b"H:x:1"))
+    assert events[1] == pk.WorkData(b"H:x:1", b"part")
+    assert events[2] == pk.Noop()
+    assert events[3] == pk.Error(b"JOB_NOT_FOUND", b"late")  # unsolicited: answers a WORK_*
+    assert events[4] == Answer(pk.GetStatus(b"H:x:1"), pk.StatusRes(b"H:x:1", True, True, 1, 2))
+    assert events[5] == pk.WorkComplete(b"H:x:1", b"done")
+
+
+def test_error_with_nothing_waiting_is_unsolicited() -> None:
+    conn = Connection()
+    conn.receive_data(res(pk.Error(b"X", b"y")))
+    assert drain(conn) == [pk.Error(b"X", b"y")]
+
+
+def test_work_fail_with_trailing_nul_is_tolerated() -> None:
+    conn = Connection()
+    conn.receive_data(pk.RES + (14).to_bytes(4, "big") + (7).to_bytes(4, "big") + b"H:x:12\0")
+    assert drain(conn) == [pk.WorkFail(b"H:x:12")]
+
+
+@pytest.mark.parametrize(
+    "stream",
+    [
+        b"\0BAD" + bytes(8),
+        pk.RES + (99).to_bytes(4, "big") + bytes(4),
+        pk.RES + (7).to_bytes(4, "big") + bytes(4),  # SUBMIT_JOB from a server
+        res(pk.JobCreated(b"H:x:1")),  # nothing was submitted
+        pk.RES + (20).to_bytes(4, "big") + (3).to_bytes(4, "big") + b"a\0b",  # too few args
+        pk.RES + (6).to_bytes(4, "big") + (1).to_bytes(4, "big") + b"x",  # NOOP with a body
+        res(pk.WorkStatus(b"H", 1, 2)).replace(b"\x001\x00", b"\x00x\x00"),
+    ],
+)
+def test_garbage_from_the_server_poisons_the_connection(stream: bytes) -> None:
+    conn = Connection()
+    conn.receive_data(stream)
+    with pytest.raises(RemoteProtocolError):
+        drain(conn)
+    with pytest.raises(RemoteProtocolError):
+        conn.next_event()
+    with pytest.raises(RemoteProtocolError):
+        conn.send(pk.EchoReq(b"x"))
+
+
+def test_bad_magic_is_caught_from_the_first_four_bytes() -> None:
+    conn = Connection()
+    conn.receive_data(b"HTTP")
+    with pytest.raises(RemoteProtocolError):
+        conn.next_event()
+
+
+def test_body_cap_refuses_from_the_header() -> None:
+    conn = Connection(max_body_size=100)
+    conn.send(pk.EchoReq(b"x"))
+    conn.receive_data(pk.RES + (17).to_bytes(4, "big") + (101).to_bytes(4, "big"))
+    with pytest.raises(RemoteProtocolError, match="limit"):
+        conn.next_event()
+    conn = Connection(max_body_size=100)
+    conn.send(pk.EchoReq(b"x"))
+    conn.receive_data(res(pk.EchoRes(b"x" * 100)))
+    assert drain(conn) == [Answer(pk.EchoReq(b"x"), pk.EchoRes(b"x" * 100))]
+
+
+def test_default_cap_is_64_mib_and_a_big_body_arrives_in_pieces() -> None:
+    assert pk.DEFAULT_MAX_BODY_SIZE == 64 * 1024 * 1024
+    body = bytes(range(256)) * (64 * 1024 * 4)  # 64 MiB exactly
+    data = res(pk.EchoRes(body))
+    conn = Connection()
+    conn.send(pk.EchoReq(b"x"))
+    view = memoryview(data)
+    events: list[Any] = []
+    for i in range(0, len(data), 1 << 18):
+        conn.receive_data(bytes(view[i : i + (1 << 18)]))
+        events += drain(conn)
+    assert len(events) == 1 and events[0].reply.data == body
+    conn = Connection()
+    conn.receive_data(pk.RES + (17).to_bytes(4, "big") + (len(body) + 1).to_bytes(4, "big"))
+    with pytest.raises(RemoteProtocolError):
+        conn.next_event()
+
+
+def test_eof_reports_pending_and_partial() -> None:
+    conn = Connection()
+    conn.send(pk.SubmitJob(b"f", b"", b"d"))
+    conn.receive_data(res(pk.JobCreated(b"H:1"))[:5])
+    conn.receive_data(b"")
+    assert drain(conn) == [ConnectionClosed(1, True)]
+    with pytest.raises(LocalProtocolError):
+        conn.send(pk.EchoReq(b"x"))
+
+
+# -- server role --------------------------------------------------------------------------------
+
+
+def test_server_role_reads_admin_lines_and_packets_mixed() -> None:
+    data = b"status\r\n" + pk.encode_packet(pk.EchoReq(b"x"), pk.REQ) + b"version\n"
+    for parts in splits(data):
+        conn = ServerConnection()
+        events: list[Any] = []
+        for part in parts:
+            conn.receive_data(part)
+            events += drain(conn)
+        assert events == [AdminLine("status"), pk.EchoReq(b"x"), AdminLine("version")]
+
+
+def test_server_role_wrong_magic_and_eof() -> None:
+    conn = ServerConnection()
+    conn.receive_data(pk.encode_packet(pk.EchoRes(b"x"), pk.RES))
+    conn.receive_data(b"")
+    assert drain(conn) == [WrongMagic(17), ConnectionClosed(0, False)]
+
+
+def test_server_role_admin_line_cap() -> None:
+    conn = ServerConnection()
+    conn.receive_data(b"x" * 70000)
+    with pytest.raises(RemoteProtocolError):
+        conn.next_event()
+
+
+# -- admin protocol -----------------------------------------------------------------------------
+
+ADMIN_COMMANDS = {
+    "version\n": Version(),
+    "status\n": Status(),
+    "workers\n": Workers(),
+    "getpid\n": GetPid(),
+    "verbose\n": Verbose(),
+    "prioritystatus\n": PriorityStatusCommand(),
+    "show jobs\n": ShowJobs(),
+    "show unique jobs\n": ShowUniqueJobs(),
+    "maxqueue reverse 1\n": MaxQueue("reverse", (1,)),
+    "cancel job H:nope:9\n": CancelJob("H:nope:9"),
+    "shutdown\n": Shutdown(),
+}
+
+
+#: The transcript's admin lines our client can send (not "frobnicate", not a bare "maxqueue").
+ADMIN_TEXT = [ex for ex in TEXT if ex["send"] in ADMIN_COMMANDS]
+
+
+def test_admin_vectors_cover_the_transcript() -> None:
+    assert len(ADMIN_TEXT) == len(TEXT) - 2
+
+
+@pytest.mark.parametrize("ex", ADMIN_TEXT, ids=[ex["note"] for ex in ADMIN_TEXT])
+def test_transcript_admin(ex: dict[str, str]) -> None:
+    command = ADMIN_COMMANDS[ex["send"]]
+    received = ex["recv"].encode("latin-1")
+    results = set()
+    for parts in splits(received):
+        conn = AdminConnection()
+        assert conn.send(command) == ex["send"].encode()
+        events: list[Any] = []
+        for part in parts:
+            conn.receive_data(part)
+            events += drain(conn)
+        assert len(events) == 1 and events[0][0] == command
+        results.add(events[0][1])
+    assert len(results) == 1
+
+
+def admin_reply(command: Any, text: bytes) -> Any:
+    conn = AdminConnection()
+    conn.send(command)
+    conn.receive_data(text)
+    [(_, reply)] = drain(conn)
+    return reply
+
+
+def test_admin_records_from_the_transcript() -> None:
+    by_note = {ex["note"]: ex["recv"].encode() for ex in TEXT}
+    assert admin_reply(Version(), by_note["version"]) == AdminOk("1.1.20+ds")
+    assert admin_reply(Status(), by_note["status on an empty server: a bare '.\\n'"]) == (
+        AdminList(())
+    )
+    reply = admin_reply(Workers(), by_note["workers with a registered worker"])
+    assert parse_workers(reply.lines)[-1].client_id == "worker-1"
+    workers = parse_workers(reply.lines)
+    assert [w.fd for w in workers] == [38, 39, 40]
+    assert workers[2].functions == ("reverse",) and workers[0].functions == ()
+    status = parse_status(admin_reply(Status(), by_note["status after submits"]).lines)
+    assert [(s.function, s.queued, s.running, s.workers) for s in status] == [("reverse", 3, 0, 0)]
+    prio = parse_priority_status(
+        admin_reply(PriorityStatusCommand(), by_note["prioritystatus"]).lines
+    )
+    assert (prio[0].high, prio[0].normal, prio[0].low, prio[0].workers) == (0, 3, 0, 0)
+    jobs = parse_jobs(admin_reply(ShowJobs(), by_note["show jobs"]).lines)
+    assert [j.handle for j in jobs] == [b"H:vm:1", b"H:vm:2", b"H:vm:3"]
+    assert jobs[0].retries == 0 and jobs[0].queued and not jobs[0].ignore_job
+    unique_jobs = admin_reply(ShowUniqueJobs(), by_note["show unique jobs"])
+    assert unique_jobs == AdminList((b"", b"", b"u1"))
+    assert admin_reply(GetPid(), by_note["getpid"]) == AdminOk("23759")
+    assert admin_reply(Shutdown(), by_note["shutdown is not implemented in 1.1.20"]) == AdminError(
+        "UNKNOWN_COMMAND", "Unknown server commandshutdown"
+    )
+    assert admin_reply(CancelJob("H:nope:9"), by_note["cancel job unknown"]) == AdminError(
+        "UNKNOWN_JOB"
+    )
+    assert admin_reply(Status(), b"ERR X y+z\n") == AdminError("X", "y z")
+
+
+def test_admin_pipelined_replies_split_everywhere() -> None:
+    commands = [
+        Version(), Status(), MaxQueue("f"), Workers(), CreateFunction("f"), DropFunction("f")
+    ]
+    stream = b"OK 1\nf\t1\t0\t0\r\n.\nOK\r\n.\nOK\r\nERR NOPE x\r\n"
+    for parts in splits(stream):
+        conn = AdminConnection()
+        for c in commands:
+            conn.send(c)
+        events: list[Any] = []
+        for part in parts:
+            conn.receive_data(part)
+            events += drain(conn)
+        assert [r for _, r in events] == [
+            AdminOk("1"), AdminList((b"f\t1\t0\t0",)), AdminOk(""), AdminList(()), AdminOk(""),
+            AdminError("NOPE", "x"),
+        ]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [CancelJob("H:1\nshutdown"), CreateFunction(""), DropFunction("a b"), MaxQueue("f", (1, 2)),
+     MaxQueue("f\0", ())],
+)
+def test_admin_injection_is_refused(command: Any) -> None:
+    with pytest.raises(LocalProtocolError):
+        AdminConnection().send(command)
+
+
+@pytest.mark.parametrize("stream", [b"what\n", b"x" * 70000, b"OK\nOK\n"])
+def test_admin_garbage(stream: bytes) -> None:
+    conn = AdminConnection()
+    conn.send(Verbose())
+    conn.receive_data(stream)
+    with pytest.raises(RemoteProtocolError):
+        drain(conn)
+    with pytest.raises(RemoteProtocolError):
+        conn.send(Verbose())
+
+
+def test_admin_records_reject_garbage() -> None:
+    with pytest.raises(RemoteProtocolError):
+        parse_status((b"f\t1\tx\t0",))
+    with pytest.raises(RemoteProtocolError):
+        parse_workers((b"nonsense",))
+    with pytest.raises(RemoteProtocolError):
+        parse_jobs((b"H:1\t0",))
+    # function names with tabs keep them: the counts are the last columns
+    assert parse_status((b"a\tb\t1\t2\t3",))[0].function == "a\tb"
+
+
+# -- hypothesis: any packet sequence, any split -------------------------------------------------
+
+_field_values = {
+    "bytes": st.binary(max_size=20).filter(lambda b: b"\0" not in b),
+    "int": st.integers(0, 2**40),
+    "bool": st.booleans(),
+}
+
+
+@st.composite
+def server_packets(draw: st.DrawFn) -> pk.Packet:
+    cls = draw(st.sampled_from(sorted(SERVER_SENDS, key=lambda c: c.TYPE)))
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    values = [draw(_field_values[str(f.type)]) for f in fields]
+    if fields and fields[-1].name in ("data", "text"):  # only opaque last arguments hold NULs
+        values[-1] = draw(st.binary(max_size=30))
+    return cls(*values)
+
+
+@given(st.lists(server_packets(), max_size=12), st.data())
+@settings(max_examples=150, deadline=None)
+def test_any_packet_stream_decodes_at_any_split(packets: list[pk.Packet], data: Any) -> None:
+    stream = b"".join(pk.encode_packet(p, pk.RES) for p in packets)
+    decoder = pk.PacketDecoder(pk.RES)
+    out = []
+    if stream:
+        cuts = sorted(data.draw(st.sets(st.integers(0, len(stream)), max_size=10)))
+        last = 0
+        for cut in [*cuts, len(stream)]:
+            decoder.feed(stream[last:cut])
+            last = cut
+            while (p := decoder.next_packet()) is not None:
+                out.append(p)
+    assert out == packets
