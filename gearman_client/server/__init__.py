@@ -1,0 +1,18 @@
+"""The bundled Gearman server: a gearmand 1.1.20-compatible job server written on anyio.
+
+For tests and development, not production (no persistent queue). Start it from async code with
+:func:`serve`, from sync code with :func:`run_server`, or from a shell with
+``python -m gearman_client.server -L ADDR -p PORT`` (gearmand's own flags)::
+
+    async with serve() as server:          # 127.0.0.1, a free port
+        print(server.url)                  # gearman://127.0.0.1:PORT
+
+    with run_server() as server:
+        ...
+"""
+
+from __future__ import annotations
+
+from ._serve import Server, run_server, serve
+
+__all__ = ["Server", "run_server", "serve"]

@@ -1,0 +1,524 @@
+"""The bundled server's state: functions, queues, jobs, workers. Pure: no I/O, no clock of its own.
+
+Every method takes the current time where it needs one and writes the packets it produces into
+the ``out`` buffers of the connections concerned (a WORK_COMPLETE goes to every client attached
+to the job; a SUBMIT wakes sleeping workers with NOOP). ``_serve.py`` moves those bytes.
+
+Behaviour follows gearmand 1.1.20 as measured (NOTES.md, docs/gearman.md) with these deliberate
+differences:
+
+* a SUBMIT_JOB_EPOCH job whose time comes wakes sleeping workers (gearmand 1.1.20 does not);
+* priority is global (a HIGH job of any function before a NORMAL one), as in gearmand 2.0;
+* ``create function F`` stores ``F`` (gearmand 1.1.20 drops its last character) and
+  ``shutdown [graceful]`` exists;
+* nothing else on purpose: CAN_DO_TIMEOUT is in milliseconds with a 1000 ms minimum, a job that
+  runs out is requeued silently, as in gearmand.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import os
+import socket
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .. import _packets as pk
+from .._events import WrongMagic
+from .._packets import Packet, Priority
+from .._server_protocol import ServerConnection
+
+__all__ = ["Conn", "Job", "ServerState"]
+
+_PRIORITIES = (Priority.HIGH, Priority.NORMAL, Priority.LOW)
+
+
+@dataclass(eq=False)
+class Conn:
+    """One client, worker or admin connection."""
+
+    fd: int
+    address: str
+    protocol: ServerConnection = field(default_factory=ServerConnection)
+    out: bytearray = field(default_factory=bytearray)
+    client_id: str = "-"
+    #: function -> CAN_DO_TIMEOUT in seconds (None: no timeout), in registration order.
+    abilities: dict[bytes, float | None] = field(default_factory=dict)
+    exceptions: bool = False
+    sleeping: bool = False
+    noop_sent: bool = False
+    running: set[bytes] = field(default_factory=set)  # handles assigned to this worker
+    waiting: set[bytes] = field(default_factory=set)  # foreground jobs this client waits for
+    #: The server should close this connection once ``out`` is sent.
+    close: bool = False
+    #: Set by the I/O layer: called when bytes were queued for this connection.
+    notify: Callable[[], None] | None = None
+
+    def send(self, packet: Packet) -> None:
+        self.out += self.protocol.send(packet)
+        if self.notify is not None:
+            self.notify()
+
+
+@dataclass(eq=False)
+class Job:
+    handle: bytes
+    function: bytes
+    unique: bytes
+    data: bytes
+    priority: Priority
+    background: bool
+    reducer: bytes | None = None
+    when: float = 0.0
+    clients: list[Conn] = field(default_factory=list)
+    worker: Conn | None = None
+    numerator: int = 0
+    denominator: int = 0
+    retries: int = 0
+    ignore: bool = False
+    deadline: float | None = None
+
+
+@dataclass
+class Function:
+    name: bytes
+    queues: dict[Priority, deque[Job]] = field(
+        default_factory=lambda: {p: deque() for p in _PRIORITIES}
+    )
+    future: int = 0  # epoch jobs not yet due
+    running: int = 0
+    max_queue: dict[Priority, int] = field(default_factory=dict)
+
+    def queued(self, priority: Priority) -> int:
+        return len(self.queues[priority])
+
+
+class ServerState:
+    """Everything the server knows. All methods run without awaiting.
+
+    Args:
+        on_timer: called when a new timer (epoch job, job timeout) is earlier than every other,
+            so the scheduler task can wake up.
+        handle_prefix: handles are ``{prefix}:{n}`` (default ``H:<hostname>``).
+    """
+
+    def __init__(
+        self, on_timer: Callable[[], None] | None = None, handle_prefix: str | None = None
+    ) -> None:
+        prefix = handle_prefix or f"H:{socket.gethostname()[:40]}"
+        self._prefix = prefix.encode()
+        self._next_handle = itertools.count(1)
+        self.functions: dict[bytes, Function] = {}
+        self.jobs: dict[bytes, Job] = {}
+        self.uniques: dict[tuple[bytes, bytes], Job] = {}
+        self.conns: dict[int, Conn] = {}
+        self._future: list[tuple[float, int, Job]] = []  # epoch jobs by due time
+        self._timeouts: list[tuple[float, int, bytes]] = []  # running jobs by deadline
+        self._seq = itertools.count()
+        self.on_timer = on_timer
+        self.shutdown: str | None = None  # "now" or "graceful" once asked
+
+    # -- connections ----------------------------------------------------------------------------
+
+    def connect(self, conn: Conn) -> None:
+        self.conns[conn.fd] = conn
+
+    def disconnect(self, conn: Conn, now: float) -> None:
+        """Forget ``conn``: its running jobs go back to the front of their queues (the clients
+        are told nothing, as in gearmand); jobs only it waited for are ignored."""
+        self.conns.pop(conn.fd, None)
+        for handle in list(conn.running):
+            job = self.jobs.get(handle)
+            if job is not None and job.worker is conn:
+                self._requeue(job)
+        conn.running.clear()
+        for handle in conn.waiting:
+            job = self.jobs.get(handle)
+            if job is None:
+                continue
+            job.clients = [c for c in job.clients if c is not conn]
+            if not job.clients and not job.background:
+                job.ignore = True
+        conn.waiting.clear()
+        conn.abilities.clear()
+
+    def _function(self, name: bytes) -> Function:
+        fn = self.functions.get(name)
+        if fn is None:
+            fn = self.functions[name] = Function(name)
+        return fn
+
+    # -- timers ---------------------------------------------------------------------------------
+
+    def next_timer(self) -> float | None:
+        """The earliest time something is due, or ``None``."""
+        times = []
+        if self._future:
+            times.append(self._future[0][0])
+        if self._timeouts:
+            times.append(self._timeouts[0][0])
+        return min(times) if times else None
+
+    def tick(self, now: float) -> None:
+        """Run every timer due at ``now``: epoch jobs become runnable (and wake workers), running
+        jobs past their CAN_DO_TIMEOUT go back to the queue."""
+        while self._future and self._future[0][0] <= now:
+            _, _, job = heapq.heappop(self._future)
+            if job.handle in self.jobs:
+                fn = self._function(job.function)
+                fn.future -= 1
+                fn.queues[job.priority].append(job)
+                self._wake(job.function)
+        while self._timeouts and self._timeouts[0][0] <= now:
+            _, _, handle = heapq.heappop(self._timeouts)
+            timed_out = self.jobs.get(handle)
+            deadline = None if timed_out is None else timed_out.deadline
+            if timed_out is not None and deadline is not None and deadline <= now:
+                if timed_out.worker is not None:
+                    timed_out.worker.running.discard(handle)
+                self._requeue(timed_out)
+
+    def _timer_added(self) -> None:
+        if self.on_timer is not None:
+            self.on_timer()
+
+    # -- requests -------------------------------------------------------------------------------
+
+    def handle(self, conn: Conn, request: Packet | WrongMagic, now: float) -> None:
+        """Run one binary request from ``conn``."""
+        if isinstance(request, WrongMagic):
+            conn.send(pk.Error(b"INVALID_MAGIC", b"Request magic expected"))
+            return
+        method = _HANDLERS.get(type(request))
+        if method is None:
+            conn.send(pk.Error(b"INVALID_COMMAND", b"Command not expected"))
+            return
+        method(self, conn, request, now)
+
+    def _echo(self, conn: Conn, p: pk.EchoReq, now: float) -> None:
+        conn.send(pk.EchoRes(p.data))
+
+    def _option(self, conn: Conn, p: pk.OptionReq, now: float) -> None:
+        if p.name == b"exceptions":
+            conn.exceptions = True
+            conn.send(pk.OptionRes(p.name))
+        else:
+            conn.send(pk.Error(b"UNKNOWN_OPTION", b"Server does not recognize given option"))
+
+    def _submit(self, conn: Conn, p: Packet, now: float) -> None:
+        function: bytes = p.function  # type: ignore[attr-defined]
+        unique: bytes = p.unique  # type: ignore[attr-defined]
+        data: bytes = p.data  # type: ignore[attr-defined]
+        background = bool(getattr(p, "BACKGROUND", False))
+        priority = getattr(p, "PRIORITY", Priority.NORMAL)
+        reducer = getattr(p, "reducer", None)
+        when = float(p.epoch) if isinstance(p, pk.SubmitJobEpoch) else 0.0
+        if not function:
+            conn.send(pk.Error(b"INVALID_FUNCTION_NAME", b"Function name is empty"))
+            return
+        if len(unique) > pk.MAX_UNIQUE:
+            conn.send(pk.Error(b"ARGUMENT_TOO_LARGE", b"Unique value too large"))
+            return
+        if unique:
+            existing = self.uniques.get((function, unique))
+            if existing is not None:
+                if not background and conn not in existing.clients:
+                    existing.clients.append(conn)
+                    existing.ignore = False
+                    conn.waiting.add(existing.handle)
+                conn.send(pk.JobCreated(existing.handle))
+                return
+        fn = self._function(function)
+        limit = fn.max_queue.get(priority, 0)
+        waiting = fn.queued(priority) + (fn.future if priority is Priority.NORMAL else 0)
+        if limit > 0 and waiting >= limit:
+            conn.send(pk.Error(b"QUEUE_ERROR", b"Job queue is full"))
+            return
+        handle = b"%s:%d" % (self._prefix, next(self._next_handle))
+        job = Job(handle, function, unique, data, priority, background, reducer, when)
+        self.jobs[handle] = job
+        if unique:
+            self.uniques[function, unique] = job
+        if not background:
+            job.clients.append(conn)
+            conn.waiting.add(handle)
+        conn.send(pk.JobCreated(handle))
+        if when > now:
+            fn.future += 1
+            earliest = self.next_timer()
+            heapq.heappush(self._future, (when, next(self._seq), job))
+            if earliest is None or when < earliest:
+                self._timer_added()
+        else:
+            fn.queues[priority].append(job)
+            self._wake(function)
+
+    def _wake(self, function: bytes) -> None:
+        for worker in self.conns.values():
+            if worker.sleeping and not worker.noop_sent and function in worker.abilities:
+                worker.noop_sent = True
+                worker.send(pk.Noop())
+
+    def _can_do(self, conn: Conn, p: pk.CanDo, now: float) -> None:
+        conn.abilities[p.function] = None
+        self._function(p.function)
+
+    def _can_do_timeout(self, conn: Conn, p: pk.CanDoTimeout, now: float) -> None:
+        # milliseconds, at least one second (as gearmand 1.1.20 measures); 0: no timeout
+        conn.abilities[p.function] = max(p.timeout, 1000) / 1000 if p.timeout else None
+        self._function(p.function)
+
+    def _cant_do(self, conn: Conn, p: pk.CantDo, now: float) -> None:
+        conn.abilities.pop(p.function, None)
+
+    def _reset(self, conn: Conn, p: pk.ResetAbilities, now: float) -> None:
+        conn.abilities.clear()
+
+    def _set_client_id(self, conn: Conn, p: pk.SetClientId, now: float) -> None:
+        text = p.client_id.decode("utf-8", "replace")
+        conn.client_id = "".join(c if c.isprintable() and not c.isspace() else "?" for c in text)
+        conn.client_id = conn.client_id or "-"
+
+    def _has_job_for(self, conn: Conn) -> bool:
+        for function in conn.abilities:
+            fn = self.functions.get(function)
+            if fn is not None and any(fn.queues[p] for p in _PRIORITIES):
+                return True
+        return False
+
+    def _pre_sleep(self, conn: Conn, p: pk.PreSleep, now: float) -> None:
+        conn.sleeping = True
+        conn.noop_sent = False
+        if self._has_job_for(conn):
+            conn.noop_sent = True
+            conn.send(pk.Noop())
+
+    def _take_job(self, conn: Conn) -> Job | None:
+        for priority in _PRIORITIES:
+            for function in conn.abilities:
+                fn = self.functions.get(function)
+                if fn is None:
+                    continue
+                queue = fn.queues[priority]
+                while queue:
+                    job = queue.popleft()
+                    if job.handle not in self.jobs:
+                        continue
+                    if job.ignore:  # every client left before it ran: drop it
+                        self._forget(job)
+                        continue
+                    return job
+        return None
+
+    def _grab(self, conn: Conn, p: Packet, now: float) -> None:
+        conn.sleeping = False
+        job = self._take_job(conn)
+        if job is None:
+            conn.send(pk.NoJob())
+            return
+        fn = self._function(job.function)
+        fn.running += 1
+        job.worker = conn
+        job.retries += 1
+        conn.running.add(job.handle)
+        timeout = conn.abilities.get(job.function)
+        if timeout:
+            job.deadline = now + timeout
+            earliest = self.next_timer()
+            heapq.heappush(self._timeouts, (job.deadline, next(self._seq), job.handle))
+            if earliest is None or job.deadline < earliest:
+                self._timer_added()
+        if isinstance(p, pk.GrabJob):
+            conn.send(pk.JobAssign(job.handle, job.function, job.data))
+        elif isinstance(p, pk.GrabJobAll) and job.reducer is not None:
+            conn.send(pk.JobAssignAll(job.handle, job.function, job.unique, job.reducer, job.data))
+        else:
+            conn.send(pk.JobAssignUniq(job.handle, job.function, job.unique, job.data))
+
+    def _requeue(self, job: Job) -> None:
+        if job.worker is not None:
+            self._function(job.function).running -= 1
+        job.worker = None
+        job.deadline = None
+        self._function(job.function).queues[job.priority].appendleft(job)
+        self._wake(job.function)
+
+    def _forget(self, job: Job) -> None:
+        self.jobs.pop(job.handle, None)
+        if job.unique and self.uniques.get((job.function, job.unique)) is job:
+            del self.uniques[job.function, job.unique]
+        for client in job.clients:
+            client.waiting.discard(job.handle)
+        if job.worker is not None:
+            job.worker.running.discard(job.handle)
+            self._function(job.function).running -= 1
+            job.worker = None
+
+    def _running_job(self, conn: Conn, handle: bytes) -> Job | None:
+        job = self.jobs.get(handle)
+        if job is None or job.worker is not conn:
+            conn.send(pk.Error(b"JOB_NOT_FOUND", b"Job given in work result not found"))
+            return None
+        return job
+
+    def _work_update(self, conn: Conn, p: Packet, now: float) -> None:
+        job = self._running_job(conn, p.handle)  # type: ignore[attr-defined]
+        if job is None:
+            return
+        if isinstance(p, pk.WorkStatus):
+            job.numerator, job.denominator = p.numerator, p.denominator
+        for client in job.clients:
+            client.send(p)
+
+    def _work_done(self, conn: Conn, p: Packet, now: float) -> None:
+        job = self._running_job(conn, p.handle)  # type: ignore[attr-defined]
+        if job is None:
+            return
+        for client in job.clients:
+            if isinstance(p, pk.WorkException) and not client.exceptions:
+                client.send(pk.WorkFail(job.handle))
+            else:
+                client.send(p)
+        self._forget(job)
+
+    def _get_status(self, conn: Conn, p: pk.GetStatus, now: float) -> None:
+        job = self.jobs.get(p.handle)
+        if job is None:
+            conn.send(pk.StatusRes(p.handle, False, False, 0, 0))
+        else:
+            conn.send(pk.StatusRes(p.handle, True, job.worker is not None, job.numerator,
+                                   job.denominator))
+
+    def _get_status_unique(self, conn: Conn, p: pk.GetStatusUnique, now: float) -> None:
+        for (_, unique), job in self.uniques.items():
+            if unique == p.unique:
+                conn.send(pk.StatusResUnique(p.unique, True, job.worker is not None,
+                                             job.numerator, job.denominator, len(job.clients)))
+                return
+        conn.send(pk.StatusResUnique(p.unique, False, False, 0, 0, 0))
+
+    # -- admin ----------------------------------------------------------------------------------
+
+    def admin(self, conn: Conn, line: str, now: float) -> None:
+        """Run one admin text command from ``conn`` and queue its reply."""
+        words = line.split()
+        lowered = [w.lower() for w in words]
+        out = conn.out
+
+        def listing(lines: list[bytes]) -> None:
+            for item in lines:
+                out.extend(item + b"\n")
+            out.extend(b".\n")
+
+        if lowered == ["workers"]:
+            listing([
+                f"{c.fd} {c.address} {c.client_id} :".encode()
+                + b"".join(b" " + f for f in c.abilities)
+                for c in self.conns.values()
+            ])
+        elif lowered == ["status"]:
+            listing([
+                b"%s\t%d\t%d\t%d" % (fn.name, sum(map(len, fn.queues.values())) + fn.future
+                                      + fn.running, fn.running, self._workers_for(fn.name))
+                for fn in self.functions.values()
+            ])
+        elif lowered == ["prioritystatus"]:
+            listing([
+                b"%s\t%d\t%d\t%d\t%d" % (fn.name, fn.queued(Priority.HIGH),
+                                          fn.queued(Priority.NORMAL) + fn.future,
+                                          fn.queued(Priority.LOW), self._workers_for(fn.name))
+                for fn in self.functions.values()
+            ])
+        elif lowered == ["show", "jobs"]:
+            listing([
+                b"%s\t%d\t%d\t%d" % (j.handle, j.retries, j.ignore, j.worker is None)
+                for j in self.jobs.values()
+            ])
+        elif lowered == ["show", "unique", "jobs"]:
+            listing([j.unique for j in self.jobs.values()])
+        elif lowered[:2] == ["cancel", "job"] and len(words) == 3:
+            job = self.jobs.get(words[2].encode("utf-8", "surrogateescape"))
+            if job is None or job.worker is not None:
+                out.extend(b"ERR UNKNOWN_JOB\r\n")
+            else:
+                fn = self._function(job.function)
+                if job.when > now:
+                    fn.future -= 1
+                else:
+                    fn.queues[job.priority].remove(job)
+                self._forget(job)
+                out.extend(b"OK\r\n")
+        elif lowered[:2] == ["create", "function"] and len(words) == 3:
+            self._function(words[2].encode("utf-8", "surrogateescape"))
+            out.extend(b"OK\r\n")
+        elif lowered[:2] == ["drop", "function"] and len(words) == 3:
+            name = words[2].encode("utf-8", "surrogateescape")
+            dropped = self.functions.get(name)
+            if dropped is None:
+                out.extend(b"ERR function not found\r\n")
+            elif (dropped.running or dropped.future or any(dropped.queues.values())
+                  or self._workers_for(name)):
+                out.extend(b"ERR function+has+jobs+or+workers\r\n")
+            else:
+                del self.functions[name]
+                out.extend(b"OK\r\n")
+        elif lowered[:1] == ["maxqueue"] and len(words) >= 2:
+            sizes = words[2:]
+            try:
+                numbers = [int(s) for s in sizes]
+            except ValueError:
+                out.extend(b"ERR INVALID_ARGUMENTS Invalid+maxqueue+size\r\n")
+                return
+            fn = self._function(words[1].encode("utf-8", "surrogateescape"))
+            if not numbers:
+                fn.max_queue.clear()
+            elif len(numbers) < 3:
+                fn.max_queue = dict.fromkeys(_PRIORITIES, numbers[0])
+            else:
+                fn.max_queue = dict(zip(_PRIORITIES, numbers[:3], strict=True))
+            out.extend(b"OK\r\n")
+        elif lowered == ["maxqueue"]:
+            out.extend(b"ERR INVALID_ARGUMENTS An+incomplete+set+of+arguments+was+sent+to+this+"
+                       b"command+maxqueue\r\n")
+        elif lowered == ["getpid"]:
+            out.extend(b"OK %d\n" % os.getpid())
+        elif lowered == ["verbose"]:
+            out.extend(b"OK WARNING\n")
+        elif lowered == ["version"]:
+            out.extend(b"OK 1.1.20-jobwire\n")
+        elif lowered in (["shutdown"], ["shutdown", "graceful"]):
+            out.extend(b"OK\n")
+            self.shutdown = "graceful" if len(words) == 2 else "now"
+        else:
+            word = words[0] if words else ""
+            out.extend(b"ERR UNKNOWN_COMMAND Unknown+server+command%s\r\n" % word.encode(
+                "utf-8", "surrogateescape"))
+
+    def _workers_for(self, function: bytes) -> int:
+        return sum(1 for c in self.conns.values() if function in c.abilities)
+
+
+_HANDLERS: dict[type[Packet], Callable[[ServerState, Conn, Packet, float], None]] = {
+    pk.EchoReq: ServerState._echo,  # type: ignore[dict-item]
+    pk.OptionReq: ServerState._option,  # type: ignore[dict-item]
+    pk.CanDo: ServerState._can_do,  # type: ignore[dict-item]
+    pk.CanDoTimeout: ServerState._can_do_timeout,  # type: ignore[dict-item]
+    pk.CantDo: ServerState._cant_do,  # type: ignore[dict-item]
+    pk.ResetAbilities: ServerState._reset,  # type: ignore[dict-item]
+    pk.SetClientId: ServerState._set_client_id,  # type: ignore[dict-item]
+    pk.PreSleep: ServerState._pre_sleep,  # type: ignore[dict-item]
+    pk.GrabJob: ServerState._grab,
+    pk.GrabJobUniq: ServerState._grab,
+    pk.GrabJobAll: ServerState._grab,
+    pk.WorkData: ServerState._work_update,
+    pk.WorkWarning: ServerState._work_update,
+    pk.WorkStatus: ServerState._work_update,
+    pk.WorkComplete: ServerState._work_done,
+    pk.WorkFail: ServerState._work_done,
+    pk.WorkException: ServerState._work_done,
+    pk.GetStatus: ServerState._get_status,  # type: ignore[dict-item]
+    pk.GetStatusUnique: ServerState._get_status_unique,  # type: ignore[dict-item]
+    **{cls: ServerState._submit for cls in pk.SUBMITS if cls is not pk.SubmitJobSched},
+}
