@@ -1,0 +1,686 @@
+# GENERATED from _api_async.py by scripts/unasync.py: do not edit.
+"""The Gearman client and admin commands as async methods: the single source of the client API.
+
+``_api_sync.py`` is generated from this file by ``scripts/unasync.py`` (a test fails when the two
+drift apart). Each method builds a validated packet, sends it through one server's session and
+transport (:mod:`jobwire._transport`), and shapes the answer; all protocol rules live in the
+Sans-IO core, all I/O in the transport.
+
+Several servers: a job with a unique id goes to the server chosen by a hash of the unique (so
+coalescing works across servers), other requests round-robin; a server that cannot be reached is
+skipped (fail-over) and retried only after a jittered back-off. A connection that broke is
+replaced on the next call (never silently mid-call).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from types import EllipsisType
+from typing import Any
+
+from jobwire._backoff import Backoff
+from jobwire._pending import Pending
+from jobwire._url import Address, parse_url
+from jobwire.errors import (
+    ConnectFailed,
+    ConnectionLost,
+    JobwireConnectionError,
+    JobwireError,
+    LocalProtocolError,
+    RemoteProtocolError,
+)
+
+from . import _admin as adm
+from . import _packets as pk
+from ._backends import Backend, Transport
+from ._events import NEED_DATA, ConnectionClosed
+from ._packets import Priority
+from ._session import GearmanSession, JobTracker, Update
+from .errors import BulkSubmitError, GearmanError, ServerError
+
+__all__ = ["Admin", "Client", "JobStatus", "as_bytes"]
+
+DEFAULT_PORT = 4730
+#: Background submits in flight at once in :meth:`Client.submit_background_many`.
+DEFAULT_WINDOW = 512
+#: Handles remembered per multi-server client to send GET_STATUS to the right server.
+_MAX_REMEMBERED = 100_000
+
+
+def as_bytes(value: str | bytes, what: str) -> bytes:
+    """UTF-8 for ``str``; ``bytes`` as given.
+
+    Raises:
+        LocalProtocolError: neither str nor bytes.
+    """
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    raise LocalProtocolError(f"{what} must be str or bytes, got {type(value).__name__}")
+
+
+@dataclass(frozen=True, slots=True)
+class JobStatus:
+    """A job's status (STATUS_RES or STATUS_RES_UNIQUE).
+
+    ``known`` is False when the server holds no such job (finished, or never existed);
+    ``client_count`` is only set by :meth:`Client.get_status_unique`.
+    """
+
+    handle: bytes | None
+    unique: bytes | None
+    known: bool
+    running: bool
+    numerator: int
+    denominator: int
+    client_count: int | None = None
+
+
+def _epoch(at: datetime | float | int) -> int:
+    if isinstance(at, datetime):
+        if at.tzinfo is None:
+            raise LocalProtocolError("at= needs a timezone-aware datetime")
+        return int(at.timestamp())
+    if isinstance(at, (int, float)) and not isinstance(at, bool) and at >= 0:
+        return int(at)
+    raise LocalProtocolError(f"at= must be an aware datetime or a unix time, got {at!r}")
+
+
+def _tracking(
+    session: GearmanSession, tracker: JobTracker
+) -> Callable[[Pending[Any]], None]:
+    """Once JOB_CREATED names the handle, route that handle's WORK_* packets to ``tracker``
+    (this runs in the reading task, before any later packet is parsed); a refused submit fails
+    the tracker's result too."""
+
+    def then(created: Pending[Any]) -> None:
+        if created.error is None and isinstance(created.reply, pk.JobCreated):
+            session.track(created.reply.handle, tracker)
+        elif created.error is not None and not tracker.pending.done:
+            tracker.pending.reject(created.error)
+
+    return then
+
+
+def _addresses(servers: str | Sequence[str]) -> list[Address]:
+    urls = [servers] if isinstance(servers, str) else list(servers)
+    if not urls:
+        raise LocalProtocolError("at least one server URL is needed")
+    return [parse_url(u, scheme="gearman", default_port=DEFAULT_PORT) for u in urls]
+
+
+class _ServerSlot:
+    """One server: its current connection (replaced after it breaks) and back-off."""
+
+    def __init__(self, address: Address) -> None:
+        self.address = address
+        self.transport: Transport | None = None
+        self.session: GearmanSession | None = None
+        self.backoff = Backoff(base=0.05, cap=5.0)
+        self.retry_at = 0.0
+        self.lock = Backend.new_lock()  # one connect at a time per server
+
+
+class _Pool:
+    """The servers of a client and how to reach one."""
+
+    def __init__(
+        self, servers: str | Sequence[str], *, timeout: float | None,
+        connect_timeout: float | None, max_body_size: int, exceptions: bool,
+    ) -> None:
+        self.servers = [_ServerSlot(a) for a in _addresses(servers)]
+        self.timeout = timeout
+        self.connect_timeout = timeout if connect_timeout is None else connect_timeout
+        self.max_body_size = max_body_size
+        self.exceptions = exceptions
+        self._next = 0
+        self._closed = False
+
+    def order(self, route: bytes | None) -> list[_ServerSlot]:
+        n = len(self.servers)
+        if route:
+            start = zlib.crc32(route) % n
+        else:
+            start = self._next % n
+            self._next += 1
+        return [self.servers[(start + i) % n] for i in range(n)]
+
+    def connect(self, server: _ServerSlot) -> tuple[Transport, GearmanSession]:
+        """The server's open connection, or a new one (not before its back-off ran out).
+
+        Raises:
+            ConnectFailed, ConnectionLost: the server cannot be reached now.
+        """
+        transport, session = server.transport, server.session
+        if transport is not None and session is not None and not transport.closed:
+            return transport, session  # the common case: no lock needed
+        with server.lock:
+            return self._connect_locked(server)
+
+    def _connect_locked(
+        self, server: _ServerSlot
+    ) -> tuple[Transport, GearmanSession]:
+        if self._closed:
+            raise ConnectFailed("client is closed")
+        if (
+            server.transport is not None and server.session is not None
+            and not server.transport.closed
+        ):
+            return server.transport, server.session
+        now = Backend.monotonic()
+        if now < server.retry_at:
+            raise ConnectFailed(f"{server.address} is backing off after a failure")
+        session = GearmanSession(max_body_size=self.max_body_size)
+        transport = Transport(server.address, session, connect_timeout=self.connect_timeout)
+        try:
+            transport.connect()
+            if self.exceptions:
+                session.request(pk.OptionReq(b"exceptions"))
+                transport.flush()
+        except JobwireConnectionError:
+            server.retry_at = Backend.monotonic() + server.backoff.next_delay()
+            raise
+        server.backoff.reset()
+        server.transport, server.session = transport, session
+        return transport, session
+
+    def pick(self, route: bytes | None) -> tuple[Transport, GearmanSession]:
+        """A connection to the server for ``route``, failing over to the next ones.
+
+        Raises:
+            ConnectFailed: no server could be reached.
+        """
+        _, transport, session = self.pick_server(route)
+        return transport, session
+
+    def pick_server(
+        self, route: bytes | None
+    ) -> tuple[_ServerSlot, Transport, GearmanSession]:
+        """As :meth:`pick`, also saying which server answered."""
+        error: Exception | None = None
+        for server in self.order(route):
+            try:
+                transport, session = self.connect(server)
+                return server, transport, session
+            except JobwireConnectionError as exc:
+                error = exc
+        raise ConnectFailed(f"no Gearman server reachable: {error}")
+
+    def aclose(self) -> None:
+        self._closed = True
+        for server in self.servers:
+            if server.transport is not None:
+                server.transport.aclose()
+            server.transport = server.session = None
+
+
+class Client:
+    """A Gearman client for one or several servers.
+
+    Args:
+        servers: ``gearman://host[:port]`` URL(s) (default port 4730).
+        timeout: seconds an answer may take (``None``: no limit); each call may override it.
+        connect_timeout: seconds to connect (default: ``timeout``).
+        max_body_size: largest packet accepted from a server (64 MiB).
+
+    The ``exceptions`` option is requested on each connection, so a worker's WORK_EXCEPTION
+    arrives as :class:`~gearman_client.errors.JobException` (not a bare ``JobFailed``).
+    """
+
+    def __init__(
+        self, servers: str | Sequence[str] = "gearman://127.0.0.1:4730", *,
+        timeout: float | None = 10.0, connect_timeout: float | None = None,
+        max_body_size: int = pk.DEFAULT_MAX_BODY_SIZE,
+    ) -> None:
+        self.timeout = timeout
+        self._pool = _Pool(servers, timeout=timeout, connect_timeout=connect_timeout,
+                                max_body_size=max_body_size, exceptions=True)
+        # Which server created a handle (for get_status), most recent last, bounded.
+        self._handles: OrderedDict[bytes, _ServerSlot] = OrderedDict()
+
+    def _remember(self, handle: bytes, server: _ServerSlot) -> None:
+        if len(self._pool.servers) > 1:
+            self._handles[handle] = server
+            if len(self._handles) > _MAX_REMEMBERED:
+                self._handles.popitem(last=False)
+
+    def __aenter__(self) -> Client:
+        return self
+
+    def __aexit__(self, *exc: object) -> None:
+        self.aclose()
+
+    def aclose(self) -> None:
+        """Close every connection; callers still waiting get ``ConnectionLost``."""
+        self._pool.aclose()
+
+    def _limit(self, timeout: float | EllipsisType | None) -> float | None:
+        return self.timeout if isinstance(timeout, EllipsisType) else timeout
+
+    def _call(
+        self, packet: pk.Packet, route: bytes | None, limit: float | None,
+        server: _ServerSlot | None = None,
+    ) -> tuple[Any, _ServerSlot]:
+        """Send ``packet`` to ``server`` (or the one ``route`` picks) and return its answer."""
+        if server is None:
+            server, transport, session = self._pool.pick_server(route)
+        else:
+            transport, session = self._pool.connect(server)
+        pending = session.request(packet)
+        transport.flush()
+        reply = transport.wait(pending, limit)
+        return reply, server
+
+    def submit(
+        self, function: str | bytes, data: str | bytes = b"", *,
+        unique: str | bytes | None = None, priority: Priority = Priority.NORMAL,
+        timeout: float | EllipsisType | None = ...,
+        on_update: Callable[[Update], None] | None = None,
+    ) -> bytes:
+        """Run a job and return its result (the WORK_COMPLETE data).
+
+        Sends SUBMIT_JOB (or _HIGH/_LOW) to the server chosen by ``unique``; ``on_update`` gets
+        every WORK_DATA, WORK_WARNING and WORK_STATUS while the job runs.
+
+        Raises:
+            JobFailed: WORK_FAIL. JobException: WORK_EXCEPTION (``.data``).
+            QueueFull, ServerError: the server refused the job.
+            OperationTimeout: no result within ``timeout`` seconds (default: the client's).
+            LocalProtocolError: invalid function name, unique or priority.
+            ConnectFailed, ConnectionLost: no server, or the connection died while it ran.
+        """
+        uniq = b"" if unique is None else as_bytes(unique, "unique")
+        packet = pk.submit_packet(as_bytes(function, "function"), as_bytes(data, "data"),
+                                  unique=uniq, priority=priority)
+        limit = self._limit(timeout)
+        transport, session = self._pool.pick(uniq or None)
+        created = session.request(packet)
+        result: Pending[bytes] = Pending("job")
+        tracker = JobTracker(result, on_update)
+        created.then = _tracking(session, tracker)  # a refused submit fails ``result`` too
+        transport.flush()
+        try:
+            return transport.wait(result, limit)
+        finally:
+            if tracker.handle is not None:
+                session.untrack(tracker.handle, tracker)
+
+    def submit_background(
+        self, function: str | bytes, data: str | bytes = b"", *,
+        unique: str | bytes | None = None, priority: Priority = Priority.NORMAL,
+        at: datetime | float | None = None, timeout: float | EllipsisType | None = ...,
+    ) -> bytes:
+        """Queue a background job and return its handle.
+
+        Sends SUBMIT_JOB_BG (_HIGH_BG/_LOW_BG), or SUBMIT_JOB_EPOCH when ``at`` (an aware
+        datetime or a unix time) is given; ``priority`` must then be NORMAL.
+
+        Raises:
+            QueueFull, ServerError: refused. LocalProtocolError: invalid arguments.
+            OperationTimeout, ConnectFailed, ConnectionLost.
+        """
+        packet = self._background_packet(function, data, unique, priority, at)
+        route: bytes = packet.unique  # type: ignore[attr-defined]
+        reply, server = self._call(packet, route or None, self._limit(timeout))
+        self._remember(reply.handle, server)
+        return reply.handle  # type: ignore[no-any-return]
+
+    def _background_packet(
+        self, function: str | bytes, data: str | bytes, unique: str | bytes | None,
+        priority: Priority, at: datetime | float | None,
+    ) -> pk.Packet:
+        uniq = b"" if unique is None else as_bytes(unique, "unique")
+        fn, body = as_bytes(function, "function"), as_bytes(data, "data")
+        if at is not None:
+            if priority is not Priority.NORMAL:
+                raise LocalProtocolError("SUBMIT_JOB_EPOCH has no priority: use NORMAL with at=")
+            return pk.SubmitJobEpoch(fn, uniq, _epoch(at), body)
+        return pk.submit_packet(fn, body, unique=uniq, priority=priority, background=True)
+
+    def submit_background_many(
+        self, jobs: Iterable[tuple[str | bytes, str | bytes]], *,
+        priority: Priority = Priority.NORMAL, window: int = DEFAULT_WINDOW,
+        timeout: float | EllipsisType | None = ...,
+    ) -> list[bytes]:
+        """Queue many ``(function, data)`` background jobs, pipelined with at most ``window``
+        unanswered submits on one connection; returns the handles in order.
+
+        Raises:
+            BulkSubmitError: some submits were refused; ``.results`` has, per job, its handle
+                or its error (every other job is queued).
+            LocalProtocolError: an invalid job (raised before it is sent; the earlier ones
+                may be queued).
+            OperationTimeout, ConnectFailed, ConnectionLost.
+        """
+        if window < 1:
+            raise LocalProtocolError("window must be >= 1")
+        limit = self._limit(timeout)
+        server, transport, session = self._pool.pick_server(None)
+        pendings: list[Pending[Any]] = []
+        for function, data in jobs:
+            packet = pk.submit_packet(as_bytes(function, "function"), as_bytes(data, "data"),
+                                      priority=priority, background=True)
+            if len(pendings) >= window and not pendings[-window].done:
+                transport.flush()
+                transport.wait_done(pendings[-(window // 2) - 1], limit)
+            pendings.append(session.request(packet))
+        transport.flush()
+        results: list[bytes | ServerError] = []
+        for pending in pendings:
+            if not pending.done:
+                transport.wait_done(pending, limit)
+            if isinstance(pending.error, ServerError):
+                results.append(pending.error)
+                continue
+            handle: bytes = pending.result().handle
+            self._remember(handle, server)
+            results.append(handle)
+        if any(isinstance(r, ServerError) for r in results):
+            raise BulkSubmitError(results)
+        return results  # type: ignore[return-value]
+
+    def submit_many(
+        self, jobs: Iterable[tuple[str | bytes, str | bytes]], *,
+        priority: Priority = Priority.NORMAL, window: int = 100,
+        timeout: float | EllipsisType | None = ...,
+    ) -> list[bytes]:
+        """Run many ``(function, data)`` foreground jobs with up to ``window`` in flight on one
+        connection (multiplexed by handle); returns the results in order.
+
+        ``timeout`` bounds each wait for the oldest job still running.
+
+        Raises:
+            BulkSubmitError: some jobs failed or were refused; ``.results`` has, per job, its
+                result or its error (JobFailed, JobException, ServerError).
+            LocalProtocolError, OperationTimeout, ConnectFailed, ConnectionLost.
+        """
+        if window < 1:
+            raise LocalProtocolError("window must be >= 1")
+        limit = self._limit(timeout)
+        transport, session = self._pool.pick(None)
+        results: list[Pending[bytes]] = []
+        oldest = 0
+        try:
+            for function, data in jobs:
+                packet = pk.submit_packet(as_bytes(function, "function"), as_bytes(data, "data"),
+                                          priority=priority)
+                while len(results) - oldest >= window:
+                    if not results[oldest].done:
+                        transport.flush()
+                        transport.wait_done(results[oldest], limit)
+                    oldest += 1
+                result: Pending[bytes] = Pending("job")
+                session.request(packet).then = _tracking(session, JobTracker(result))
+                results.append(result)
+            transport.flush()
+            for result in results[oldest:]:
+                if not result.done:
+                    transport.wait_done(result, limit)
+        except BaseException:
+            session.drop_trackers(results)
+            raise
+        outcome: list[bytes | GearmanError] = []
+        for result in results:
+            error = result.error
+            if error is not None and not isinstance(error, GearmanError):
+                raise error  # the connection failed: not a per-job outcome
+            outcome.append(error if error is not None else result.result())
+        if any(isinstance(r, GearmanError) for r in outcome):
+            raise BulkSubmitError(outcome)
+        return outcome  # type: ignore[return-value]
+
+    def submit_reduce(
+        self, function: str | bytes, data: str | bytes, *, reducer: str | bytes,
+        unique: str | bytes | None = None, background: bool = False,
+        timeout: float | EllipsisType | None = ...,
+    ) -> bytes:
+        """Submit a map/reduce job (SUBMIT_REDUCE_JOB[_BACKGROUND]); returns the result, or the
+        handle when ``background``.
+
+        Raises:
+            As :meth:`submit`.
+        """
+        uniq = b"" if unique is None else as_bytes(unique, "unique")
+        cls = pk.SubmitReduceJobBackground if background else pk.SubmitReduceJob
+        packet = cls(as_bytes(function, "function"), uniq, as_bytes(reducer, "reducer"), b"",
+                     as_bytes(data, "data"))
+        limit = self._limit(timeout)
+        transport, session = self._pool.pick(uniq or None)
+        created = session.request(packet)
+        result: Pending[bytes] = Pending("job")
+        if not background:
+            created.then = _tracking(session, JobTracker(result))
+        transport.flush()
+        reply = transport.wait(created, limit)
+        if background:
+            return reply.handle  # type: ignore[no-any-return]
+        return transport.wait(result, limit)
+
+    def get_status(
+        self, handle: bytes, *, timeout: float | EllipsisType | None = ...
+    ) -> JobStatus:
+        """GET_STATUS: the status of a job by handle.
+
+        Asked of the server that created the handle when this client submitted it; otherwise
+        of each reachable server in turn until one knows it (handles are per server).
+
+        Raises:
+            LocalProtocolError: an invalid handle. OperationTimeout, ConnectFailed.
+        """
+        packet = pk.GetStatus(handle)
+        limit = self._limit(timeout)
+        known = self._handles.get(handle)
+        servers = [known] if known is not None else self._pool.order(None)
+        reply: Any = None
+        error: JobwireConnectionError | None = None
+        for server in servers:
+            try:
+                reply, _ = self._call(packet, None, limit, server)
+            except JobwireConnectionError as exc:
+                error = exc
+                continue
+            if reply.known:
+                break
+        if reply is None:
+            raise ConnectFailed(f"no Gearman server reachable: {error}")
+        return JobStatus(reply.handle, None, reply.known, reply.running, reply.numerator,
+                         reply.denominator)
+
+    def get_status_unique(
+        self, unique: str | bytes, *, timeout: float | EllipsisType | None = ...
+    ) -> JobStatus:
+        """GET_STATUS_UNIQUE: the status of the job with this unique id (asked of the server the
+        unique routes to), with the number of clients waiting for it.
+
+        Raises:
+            LocalProtocolError: an invalid unique. OperationTimeout, ConnectFailed.
+        """
+        uniq = as_bytes(unique, "unique")
+        reply, _ = self._call(pk.GetStatusUnique(uniq), uniq, self._limit(timeout))
+        return JobStatus(None, reply.unique, reply.known, reply.running, reply.numerator,
+                         reply.denominator, reply.client_count)
+
+    def echo(
+        self, data: str | bytes, *, timeout: float | EllipsisType | None = ...
+    ) -> bytes:
+        """ECHO_REQ: the server sends ``data`` back.
+
+        Raises:
+            OperationTimeout, ConnectFailed, ConnectionLost.
+        """
+        reply, _ = self._call(pk.EchoReq(as_bytes(data, "data")), None,
+                                       self._limit(timeout))
+        return reply.data  # type: ignore[no-any-return]
+
+
+class _AdminSession:
+    """An admin connection's core and its FIFO of callers (driven by the transports)."""
+
+    def __init__(self) -> None:
+        self.conn = adm.AdminConnection()
+        self._out = bytearray()
+        self._fifo: list[Pending[adm.AdminReply]] = []
+        self.broken: JobwireError | None = None
+
+    def request(self, command: adm.AdminCommand) -> Pending[adm.AdminReply]:
+        if self.broken is not None:
+            raise ConnectionLost(f"connection unusable: {self.broken}")
+        self._out += self.conn.send(command)
+        pending: Pending[adm.AdminReply] = Pending(type(command).__name__)
+        self._fifo.append(pending)
+        return pending
+
+    def data_to_send(self) -> bytes:
+        data = bytes(self._out)
+        self._out.clear()
+        return data
+
+    def receive_data(self, data: bytes) -> None:
+        self.conn.receive_data(data)
+        while True:
+            try:
+                event = self.conn.next_event()
+            except RemoteProtocolError as exc:
+                self.fail(exc)
+                return
+            if event is NEED_DATA:
+                return
+            if isinstance(event, ConnectionClosed):
+                self.fail(ConnectionLost("server closed the admin connection"))
+                return
+            self._fifo.pop(0).resolve(event[1])
+
+    def fail(self, error: JobwireError) -> None:
+        if self.broken is None:
+            self.broken = error
+        fifo, self._fifo = self._fifo, []
+        for pending in fifo:
+            pending.reject(type(error)(str(error)))
+
+
+class Admin:
+    """The text admin protocol of one server, with typed results.
+
+    Each method sends one admin line and waits for its answer. Every method may raise
+    ``ServerError`` (the server answered ``ERR CODE text``; ``.code``, ``.text``),
+    ``RemoteProtocolError`` (an answer that does not parse), ``OperationTimeout`` (no answer
+    within ``timeout``), ``ConnectFailed`` / ``ConnectionLost``; and ``LocalProtocolError``,
+    before anything is sent, for a name with whitespace or NUL.
+
+    Args:
+        server: ``gearman://host[:port]``.
+        timeout: seconds an answer may take.
+        connect_timeout: seconds to connect (default: ``timeout``).
+    """
+
+    def __init__(
+        self, server: str = "gearman://127.0.0.1:4730", *, timeout: float | None = 10.0,
+        connect_timeout: float | None = None,
+    ) -> None:
+        [address] = _addresses(server)
+        self.timeout = timeout
+        self._session = _AdminSession()
+        self._transport = Transport(
+            address, self._session, connect_timeout=timeout if connect_timeout is None
+            else connect_timeout,
+        )
+
+    def __aenter__(self) -> Admin:
+        self._transport.connect()
+        return self
+
+    def __aexit__(self, *exc: object) -> None:
+        self.aclose()
+
+    def aclose(self) -> None:
+        """Close the connection."""
+        self._transport.aclose()
+
+    def _run(self, command: adm.AdminCommand) -> adm.AdminReply:
+        self._transport.connect()
+        pending = self._session.request(command)
+        self._transport.flush()
+        reply = self._transport.wait(pending, self.timeout)
+        if isinstance(reply, adm.AdminError):
+            raise ServerError(reply.code, reply.message)
+        return reply
+
+    def _list(self, command: adm.AdminCommand) -> tuple[bytes, ...]:
+        reply = self._run(command)
+        if not isinstance(reply, adm.AdminList):
+            raise RemoteProtocolError(f"expected a list, got {reply!r}")
+        return reply.lines
+
+    def _ok(self, command: adm.AdminCommand) -> str:
+        reply = self._run(command)
+        if not isinstance(reply, adm.AdminOk):
+            raise RemoteProtocolError(f"expected OK, got {reply!r}")
+        return reply.text
+
+    def workers(self) -> list[adm.WorkerInfo]:
+        """``workers``: every connection with its id and functions.
+
+        Raises:
+            ServerError, RemoteProtocolError, OperationTimeout, ConnectFailed.
+        """
+        return adm.parse_workers(self._list(adm.Workers()))
+
+    def status(self) -> list[adm.FunctionStatus]:
+        """``status``: queued/running/workers per function."""
+        return adm.parse_status(self._list(adm.Status()))
+
+    def priority_status(self) -> list[adm.PriorityStatus]:
+        """``prioritystatus``: queued jobs per priority per function."""
+        return adm.parse_priority_status(self._list(adm.PriorityStatusCommand()))
+
+    def show_jobs(self) -> list[adm.JobInfo]:
+        """``show jobs``."""
+        return adm.parse_jobs(self._list(adm.ShowJobs()))
+
+    def show_unique_jobs(self) -> list[bytes]:
+        """``show unique jobs``: every job's unique id (empty ones included)."""
+        return list(self._list(adm.ShowUniqueJobs()))
+
+    def cancel_job(self, handle: str | bytes) -> None:
+        """``cancel job H``. Raises ServerError (``UNKNOWN_JOB``) for a running or unknown job."""
+        try:
+            text = handle.decode("ascii") if isinstance(handle, bytes) else handle
+        except UnicodeDecodeError:
+            raise LocalProtocolError(f"handle is not ASCII: {handle!r}") from None
+        self._ok(adm.CancelJob(text))
+
+    def create_function(self, function: str) -> None:
+        """``create function F`` (gearmand 1.1.20 stores the name minus its last character)."""
+        self._ok(adm.CreateFunction(function))
+
+    def drop_function(self, function: str) -> None:
+        """``drop function F``. Raises ServerError if it is unknown or in use."""
+        self._ok(adm.DropFunction(function))
+
+    def maxqueue(self, function: str, *sizes: int) -> None:
+        """``maxqueue F [N | HIGH NORMAL LOW]`` (no size: the default, unlimited)."""
+        self._ok(adm.MaxQueue(function, tuple(sizes)))
+
+    def getpid(self) -> int:
+        """``getpid``: the server's process id."""
+        text = self._ok(adm.GetPid())
+        if not text.isdigit():
+            raise RemoteProtocolError(f"getpid answered {text!r}")
+        return int(text)
+
+    def verbose(self) -> str:
+        """``verbose``: the log level name."""
+        return self._ok(adm.Verbose())
+
+    def version(self) -> str:
+        """``version``: the server's version string."""
+        return self._ok(adm.Version())
+
+    def shutdown(self, *, graceful: bool = False) -> None:
+        """``shutdown [graceful]``. gearmand 1.1.20 lacks it: ServerError UNKNOWN_COMMAND."""
+        self._ok(adm.Shutdown(graceful))

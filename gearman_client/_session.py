@@ -1,0 +1,173 @@
+"""Matching a Gearman connection's packets to callers (no I/O): the session the shared
+transports (:mod:`jobwire._transport`) drive.
+
+Answers (JOB_CREATED, STATUS_RES, NO_JOB/JOB_ASSIGN*, ...) complete :class:`Pending` objects in
+the order the requests were sent, as the core checks. The WORK_* packets of foreground jobs are
+keyed by handle: each submitted job has a :class:`JobTracker` (several when coalesced jobs share
+a handle on one connection), which receives the updates and completes the job's own Pending on
+WORK_COMPLETE / WORK_FAIL / WORK_EXCEPTION. NOOP and unmatched ERRORs go to callbacks (workers).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from jobwire._pending import Pending
+from jobwire.errors import ConnectionLost, JobwireError, RemoteProtocolError
+
+from . import _packets as pk
+from ._events import NEED_DATA, Answer, ConnectionClosed
+from ._protocol import Connection
+from .errors import JobException, JobFailed, server_error
+
+__all__ = ["GearmanSession", "JobTracker", "Update"]
+
+logger = logging.getLogger("gearman_client")
+
+Update = pk.WorkData | pk.WorkWarning | pk.WorkStatus
+
+
+@dataclass(eq=False)
+class JobTracker:
+    """A foreground job being waited for: its result Pending and an update callback."""
+
+    pending: Pending[bytes]
+    on_update: Callable[[Update], None] | None = None
+    #: Set once JOB_CREATED names the job.
+    handle: bytes | None = None
+
+
+class GearmanSession:
+    """One connection's core, outgoing bytes, and the callers waiting on it."""
+
+    def __init__(self, *, max_body_size: int = pk.DEFAULT_MAX_BODY_SIZE) -> None:
+        self.conn = Connection(max_body_size=max_body_size)
+        self._out = bytearray()
+        self._fifo: deque[Pending[Any]] = deque()
+        self.jobs: dict[bytes, list[JobTracker]] = {}
+        self.broken: JobwireError | None = None
+        #: Called on NOOP (a worker's wake-up).
+        self.on_noop: Callable[[], None] | None = None
+        #: Called with an ERROR that answers no request (JOB_NOT_FOUND to a late result).
+        self.on_error: Callable[[pk.Error], None] | None = None
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._fifo)
+
+    def request(self, packet: pk.Packet) -> Pending[Any]:
+        """Queue ``packet``; return the Pending its answer completes (a request without answer
+        gets an already-resolved Pending).
+
+        Raises:
+            ConnectionLost: the connection is broken.
+            LocalProtocolError: the packet is invalid (nothing queued).
+        """
+        if self.broken is not None:
+            raise ConnectionLost(f"connection unusable: {self.broken}")
+        self._out += self.conn.send(packet)
+        pending: Pending[Any] = Pending(type(packet).__name__)
+        if self.conn.awaiting_answers > len(self._fifo):
+            self._fifo.append(pending)
+        else:
+            pending.resolve(None)
+        return pending
+
+    def track(self, handle: bytes, tracker: JobTracker) -> None:
+        """Route the WORK_* packets of ``handle`` to ``tracker``."""
+        tracker.handle = handle
+        self.jobs.setdefault(handle, []).append(tracker)
+
+    def untrack(self, handle: bytes, tracker: JobTracker) -> None:
+        """Forget ``tracker`` (its caller gave up, or it is done)."""
+        trackers = self.jobs.get(handle)
+        if trackers and tracker in trackers:
+            trackers.remove(tracker)
+            if not trackers:
+                del self.jobs[handle]
+
+    def drop_trackers(self, results: list[Pending[bytes]]) -> None:
+        """Forget the trackers of these (abandoned) job results."""
+        wanted = {id(r) for r in results}
+        for handle in list(self.jobs):
+            kept = [t for t in self.jobs[handle] if id(t.pending) not in wanted]
+            if kept:
+                self.jobs[handle] = kept
+            else:
+                del self.jobs[handle]
+
+    def data_to_send(self) -> bytes:
+        if not self._out:
+            return b""
+        data = bytes(self._out)
+        self._out.clear()
+        return data
+
+    def receive_data(self, data: bytes) -> None:
+        conn = self.conn
+        conn.receive_data(data)
+        while True:
+            try:
+                event = conn.next_event()
+            except RemoteProtocolError as exc:
+                self.fail(exc)
+                return
+            if event is NEED_DATA:
+                return
+            if isinstance(event, ConnectionClosed):
+                self.fail(ConnectionLost(
+                    "server closed the connection"
+                    + (" mid-packet" if event.partial else "")
+                ))
+                return
+            if isinstance(event, Answer):
+                pending = self._fifo.popleft()
+                reply = event.reply
+                if isinstance(reply, pk.Error):
+                    pending.reject(server_error(reply.code, reply.text))
+                else:
+                    pending.resolve(reply)
+            elif isinstance(event, pk.Noop):
+                if self.on_noop is not None:
+                    self.on_noop()
+            elif isinstance(event, pk.Error):
+                if self.on_error is not None:
+                    self.on_error(event)
+            else:
+                self._work(event)
+
+    def _work(self, packet: pk.Packet) -> None:
+        handle: bytes = packet.handle  # type: ignore[attr-defined]
+        trackers = self.jobs.get(handle)
+        if not trackers:
+            return
+        if isinstance(packet, (pk.WorkData, pk.WorkWarning, pk.WorkStatus)):
+            for tracker in trackers:
+                if tracker.on_update is not None:
+                    try:
+                        tracker.on_update(packet)
+                    except Exception:  # a caller's callback must not break the connection
+                        logger.exception("on_update callback raised for job %r", handle)
+            return
+        del self.jobs[handle]
+        for tracker in trackers:
+            if isinstance(packet, pk.WorkComplete):
+                tracker.pending.resolve(packet.data)
+            elif isinstance(packet, pk.WorkException):
+                tracker.pending.reject(JobException(handle, packet.data))
+            else:
+                tracker.pending.reject(JobFailed(handle))
+
+    def fail(self, error: JobwireError) -> None:
+        if self.broken is None:
+            self.broken = error
+        while self._fifo:
+            self._fifo.popleft().reject(type(error)(str(error)))
+        jobs, self.jobs = self.jobs, {}
+        for handle, trackers in jobs.items():
+            for tracker in trackers:  # same error type: a protocol error stays one
+                tracker.pending.reject(type(error)(f"while job {handle!r} ran: {error}"))

@@ -1,0 +1,112 @@
+"""The async API: :class:`AsyncClient`, :class:`AsyncAdmin`, :class:`AsyncWorker` (anyio).
+
+:class:`AsyncClient` adds :meth:`AsyncClient.start` to the generated command layer: a foreground
+job whose WORK_DATA / WORK_WARNING / WORK_STATUS packets are read as an async iterator.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from types import EllipsisType
+from typing import Any
+
+from jobwire._pending import Pending
+from jobwire._transport import AsyncTransport
+from jobwire.errors import OperationTimeout
+
+from . import _api_async
+from . import _packets as pk
+from ._api_async import AsyncAdmin, JobStatus, as_bytes
+from ._packets import Priority
+from ._session import JobTracker, Update
+from .worker import AsyncJob, AsyncWorker
+
+__all__ = ["AsyncAdmin", "AsyncClient", "AsyncJob", "AsyncRunningJob", "AsyncWorker", "JobStatus"]
+
+
+class AsyncRunningJob:
+    """A submitted foreground job: ``async for update in job`` yields its WORK_DATA,
+    WORK_WARNING and WORK_STATUS packets until it ends; :meth:`result` returns the
+    WORK_COMPLETE data (or raises ``JobFailed`` / ``JobException``).
+
+    ``timeout`` bounds each wait for the next update or the result.
+    """
+
+    def __init__(self, handle: bytes, transport: AsyncTransport, result: Pending[bytes],
+                 timeout: float | None) -> None:
+        self.handle = handle
+        self._transport = transport
+        self._result = result
+        self._timeout = timeout
+        self._updates: deque[Update] = deque()
+        self._signal: Pending[None] | None = None
+
+    def _wake(self) -> None:
+        signal, self._signal = self._signal, None
+        if signal is not None and not signal.done:
+            signal.resolve(None)
+
+    def _on_update(self, update: Update) -> None:
+        self._updates.append(update)
+        self._wake()
+
+    def __aiter__(self) -> AsyncRunningJob:
+        return self
+
+    async def __anext__(self) -> Update:
+        while not self._updates:
+            if self._result.done:
+                raise StopAsyncIteration
+            signal: Pending[None] = Pending("update")
+            self._signal = signal
+            await self._transport.wait_done(signal, self._timeout)
+        return self._updates.popleft()
+
+    async def result(self) -> bytes:
+        """The job's result (updates not yet iterated are dropped).
+
+        Raises:
+            JobFailed, JobException, OperationTimeout, ConnectionLost.
+        """
+        return await self._transport.wait(self._result, self._timeout)
+
+
+class AsyncClient(_api_async.AsyncClient):
+    __doc__ = _api_async.AsyncClient.__doc__
+
+    async def start(
+        self, function: str | bytes, data: str | bytes = b"", *,
+        unique: str | bytes | None = None, priority: Priority = Priority.NORMAL,
+        timeout: float | EllipsisType | None = ...,
+    ) -> AsyncRunningJob:
+        """Submit a foreground job (as :meth:`submit`) and return once JOB_CREATED arrives, with
+        an :class:`AsyncRunningJob` to iterate its updates and await its result.
+
+        Raises:
+            QueueFull, ServerError, LocalProtocolError, OperationTimeout, ConnectFailed.
+        """
+        uniq = b"" if unique is None else as_bytes(unique, "unique")
+        packet = pk.submit_packet(as_bytes(function, "function"), as_bytes(data, "data"),
+                                  unique=uniq, priority=priority)
+        limit = self._limit(timeout)
+        transport, session = await self._pool.pick(uniq or None)
+        created = session.request(packet)
+        result: Pending[bytes] = Pending("job")
+        box: list[AsyncRunningJob] = []
+
+        def on_update(update: Update) -> None:
+            box[0]._on_update(update)
+
+        def on_created(p: Pending[Any]) -> None:
+            if p.error is None and isinstance(p.reply, pk.JobCreated):
+                box.append(AsyncRunningJob(p.reply.handle, transport, result, limit))
+                session.track(p.reply.handle, JobTracker(result, on_update))
+
+        created.then = on_created
+        result.then = lambda _: box[0]._wake() if box else None
+        await transport.flush()
+        try:
+            await transport.wait(created, limit)
+        except OperationTimeout:
+            raise
+        return box[0]

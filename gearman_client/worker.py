@@ -1,0 +1,382 @@
+"""Gearman workers: :class:`AsyncWorker` (anyio) and :class:`Worker` (blocking, handlers in
+threads). They only move bytes through jobwire's shared transport and the Sans-IO core.
+
+How a worker runs, per server:
+
+1. connect; send RESET_ABILITIES, SET_CLIENT_ID (if given) and CAN_DO / CAN_DO_TIMEOUT for every
+   registered function (again after every reconnect, with a jittered back-off between attempts);
+2. take a free slot of the concurrency limit *before* grabbing, so it never holds a job it cannot
+   start (slots are shared by all servers);
+3. GRAB_JOB_UNIQ (GRAB_JOB_ALL with ``grab_all=True``): a job runs in its own task; NO_JOB gives
+   the slot back and sends PRE_SLEEP, then waits for NOOP, or at most ``regrab_interval``
+   seconds (gearmand 1.1.x never wakes a worker for an epoch job that comes due);
+4. a handler's return value is sent as WORK_COMPLETE; an exception as WORK_EXCEPTION (clients
+   that did not ask for exceptions get WORK_FAIL from the server).
+
+:meth:`AsyncWorker.stop` is graceful: no more grabs, in-flight jobs finish and report, then
+:meth:`AsyncWorker.work` returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+
+from jobwire._backoff import Backoff
+from jobwire._pending import Pending
+from jobwire._transport import AsyncTransport
+from jobwire._url import Address
+from jobwire.errors import JobwireError, LocalProtocolError, OperationTimeout
+
+from . import _packets as pk
+from ._api_async import _addresses, as_bytes
+from ._session import GearmanSession
+
+__all__ = ["AsyncJob", "AsyncWorker", "Job", "Worker"]
+
+logger = logging.getLogger("gearman_client.worker")
+
+
+@dataclass(eq=False)
+class AsyncJob:
+    """A job given to an async handler."""
+
+    handle: bytes
+    function: bytes
+    unique: bytes
+    data: bytes
+    reducer: bytes | None
+    _session: GearmanSession = field(repr=False)
+    _transport: AsyncTransport = field(repr=False)
+
+    async def _send(self, packet: pk.Packet) -> None:
+        self._session.request(packet)
+        await self._transport.flush()
+
+    async def send_data(self, data: str | bytes) -> None:
+        """WORK_DATA: partial data for the waiting clients."""
+        await self._send(pk.WorkData(self.handle, as_bytes(data, "data")))
+
+    async def send_warning(self, data: str | bytes) -> None:
+        """WORK_WARNING: a warning for the waiting clients."""
+        await self._send(pk.WorkWarning(self.handle, as_bytes(data, "data")))
+
+    async def send_status(self, numerator: int, denominator: int) -> None:
+        """WORK_STATUS: progress, also kept by the server for GET_STATUS."""
+        await self._send(pk.WorkStatus(self.handle, numerator, denominator))
+
+
+AsyncHandler = Callable[[AsyncJob], Awaitable["str | bytes | None"]]
+
+
+@dataclass
+class _Ability:
+    handler: Callable[[AsyncJob], Awaitable[Any]]
+    timeout: int | None  # milliseconds
+
+
+class AsyncWorker:
+    """A worker for one or several servers.
+
+    Args:
+        servers: ``gearman://host[:port]`` URL(s).
+        client_id: sent as SET_CLIENT_ID (shown by the ``workers`` admin command).
+        concurrency: jobs run at once, over all servers.
+        regrab_interval: while sleeping, grab again after this many seconds even without NOOP
+            (``None``: only on NOOP); needed for epoch jobs on gearmand 1.1.x.
+        grab_all: GRAB_JOB_ALL, so reduce jobs arrive with their reducer.
+        timeout: seconds an answer (to a grab) may take before the connection is dropped.
+    """
+
+    def __init__(
+        self, servers: str | Sequence[str] = "gearman://127.0.0.1:4730", *,
+        client_id: str | bytes | None = None, concurrency: int = 1,
+        regrab_interval: float | None = None, grab_all: bool = False,
+        timeout: float | None = 30.0, connect_timeout: float | None = 10.0,
+    ) -> None:
+        if concurrency < 1:
+            raise LocalProtocolError("concurrency must be >= 1")
+        self._addresses: list[Address] = _addresses(servers)
+        self.client_id = None if client_id is None else as_bytes(client_id, "client_id")
+        if self.client_id is not None:
+            pk.SetClientId(self.client_id).validate()
+        self.concurrency = concurrency
+        self.regrab_interval = regrab_interval
+        self.grab_all = grab_all
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self._abilities: dict[bytes, _Ability] = {}
+        self._live: list[tuple[GearmanSession, AsyncTransport]] = []
+        self._stopping = False
+        self._sleeps: set[anyio.CancelScope] = set()  # every wait stop() interrupts
+        self._noop_waits: set[anyio.CancelScope] = set()  # waits for NOOP only
+        self._limiter: anyio.CapacityLimiter | None = None
+
+    def register(
+        self, function: str | bytes, handler: Callable[[AsyncJob], Awaitable[Any]], *,
+        timeout: float | None = None,
+    ) -> None:
+        """Run ``handler`` for jobs of ``function``.
+
+        ``timeout`` (seconds; the server enforces at least 1) sends CAN_DO_TIMEOUT: a job running
+        longer is taken back and requeued by the server, silently for the client, and this
+        worker's late result is refused (JOB_NOT_FOUND). Takes effect on connections opened
+        later, and on open ones with the next packet they send.
+
+        Raises:
+            LocalProtocolError: an invalid function name or timeout.
+        """
+        name = as_bytes(function, "function")
+        millis = None if timeout is None else math.ceil(timeout * 1000)
+        if millis is not None and millis <= 0:
+            raise LocalProtocolError(f"timeout must be positive, got {timeout!r}")
+        packet: pk.Packet = pk.CanDo(name) if millis is None else pk.CanDoTimeout(name, millis)
+        packet.validate()
+        self._abilities[name] = _Ability(handler, millis)
+        for session, _ in self._live:
+            session.request(packet)
+        self._wake_sleepers()
+
+    def unregister(self, function: str | bytes) -> None:
+        """Stop taking jobs of ``function`` (CANT_DO on every open connection)."""
+        name = as_bytes(function, "function")
+        self._abilities.pop(name, None)
+        for session, _ in self._live:
+            session.request(pk.CantDo(name))
+        self._wake_sleepers()
+
+    def _wake_sleepers(self) -> None:
+        # A sleeping connection sends nothing until woken: wake it so the CAN_DO / CANT_DO just
+        # queued goes out now (followed by a grab, in order on the same connection).
+        for scope in list(self._noop_waits):
+            scope.cancel()
+
+    def stop(self) -> None:
+        """Stop grabbing; :meth:`work` returns once the running jobs have reported."""
+        self._stopping = True
+        for scope in list(self._sleeps):
+            scope.cancel()
+
+    async def work(self) -> None:
+        """Serve every server until :meth:`stop` (a stop() that came first makes it return at
+        once). Connection failures are retried with back-off; the worker can work again after.
+
+        Raises:
+            LocalProtocolError: nothing is registered.
+        """
+        if not self._abilities:
+            raise LocalProtocolError("register at least one function before work()")
+        self._limiter = anyio.CapacityLimiter(self.concurrency)
+        try:
+            async with anyio.create_task_group() as tg:
+                for address in self._addresses:
+                    tg.start_soon(self._serve_server, address)
+        finally:
+            self._stopping = False
+
+    async def _serve_server(self, address: Address) -> None:
+        backoff = Backoff(base=0.05, cap=5.0)
+        while not self._stopping:
+            session = GearmanSession()
+            transport = AsyncTransport(address, session, connect_timeout=self.connect_timeout)
+            try:
+                await transport.connect()
+                session.on_error = lambda error: logger.info(
+                    "%s answered %s: %s", address, error.code.decode(errors="replace"),
+                    error.text.decode(errors="replace"),
+                )
+                session.request(pk.ResetAbilities())
+                if self.client_id is not None:
+                    session.request(pk.SetClientId(self.client_id))
+                for name, ability in self._abilities.items():
+                    session.request(pk.CanDo(name) if ability.timeout is None
+                                    else pk.CanDoTimeout(name, ability.timeout))
+                await transport.flush()
+                backoff.reset()
+                self._live.append((session, transport))
+                try:
+                    async with anyio.create_task_group() as jobs:
+                        try:
+                            await self._grab_loop(session, transport, jobs)
+                        except JobwireError as exc:  # running jobs still finish (and fail to
+                            logger.info("worker connection to %s: %s", address, exc)  # report)
+                finally:
+                    self._live.remove((session, transport))
+            except JobwireError as exc:
+                logger.info("worker connection to %s: %s", address, exc)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await transport.aclose()
+            if not self._stopping:
+                delay = backoff.next_delay()
+                with anyio.CancelScope() as scope:
+                    self._sleeps.add(scope)
+                    try:
+                        await anyio.sleep(delay)
+                    finally:
+                        self._sleeps.discard(scope)
+
+    async def _grab_loop(
+        self, session: GearmanSession, transport: AsyncTransport, jobs: anyio.abc.TaskGroup
+    ) -> None:
+        limiter = self._limiter
+        assert limiter is not None
+        grab = pk.GrabJobAll() if self.grab_all else pk.GrabJobUniq()
+        while not self._stopping:
+            token = object()
+            await limiter.acquire_on_behalf_of(token)
+            try:
+                if self._stopping:
+                    limiter.release_on_behalf_of(token)
+                    return
+                pending = session.request(grab)
+                await transport.flush()
+                reply = await transport.wait(pending, self.timeout)
+            except BaseException:
+                limiter.release_on_behalf_of(token)
+                raise
+            if isinstance(reply, pk.NoJob):
+                limiter.release_on_behalf_of(token)
+                await self._sleep(session, transport)
+                continue
+            jobs.start_soon(self._run, session, transport, reply, token)
+
+    async def _sleep(self, session: GearmanSession, transport: AsyncTransport) -> None:
+        woken: Pending[None] = Pending("NOOP")
+        session.on_noop = lambda: None if woken.done else woken.resolve(None)
+        session.request(pk.PreSleep())
+        await transport.flush()
+        limit = self.regrab_interval
+        with anyio.CancelScope() as scope:
+            self._sleeps.add(scope)
+            self._noop_waits.add(scope)
+            try:
+                if self._stopping:
+                    return
+                await transport.wait(woken, limit if limit is not None else math.inf)
+            except OperationTimeout:
+                pass  # periodic re-grab
+            finally:
+                self._sleeps.discard(scope)
+                self._noop_waits.discard(scope)
+                session.on_noop = None
+
+    async def _run(
+        self, session: GearmanSession, transport: AsyncTransport, reply: pk.Packet, token: object
+    ) -> None:
+        assert self._limiter is not None
+        try:
+            if isinstance(reply, pk.JobAssignAll):
+                job = AsyncJob(reply.handle, reply.function, reply.unique, reply.data,
+                               reply.reducer, session, transport)
+            elif isinstance(reply, pk.JobAssignUniq):
+                job = AsyncJob(reply.handle, reply.function, reply.unique, reply.data, None,
+                               session, transport)
+            else:
+                assert isinstance(reply, pk.JobAssign)
+                job = AsyncJob(reply.handle, reply.function, b"", reply.data, None, session,
+                               transport)
+            ability = self._abilities.get(job.function)
+            try:
+                if ability is None:
+                    raise LookupError(f"no handler for {job.function!r}")
+                result = await ability.handler(job)
+                packet: pk.Packet = pk.WorkComplete(
+                    job.handle, b"" if result is None else as_bytes(result, "result")
+                )
+            except Exception as exc:  # the job failed, not the worker
+                logger.debug("job %r raised %r", job.handle, exc)
+                packet = pk.WorkException(job.handle, f"{type(exc).__name__}: {exc}".encode())
+            try:
+                session.request(packet)
+                await transport.flush()
+            except JobwireError as exc:  # the server requeues the job
+                logger.info("could not report job %r: %s", job.handle, exc)
+        finally:
+            self._limiter.release_on_behalf_of(token)
+
+
+@dataclass(eq=False)
+class Job:
+    """A job given to a sync handler (runs in a worker thread)."""
+
+    handle: bytes
+    function: bytes
+    unique: bytes
+    data: bytes
+    reducer: bytes | None
+    _job: AsyncJob = field(repr=False)
+    _portal: anyio.from_thread.BlockingPortal = field(repr=False)
+
+    def send_data(self, data: str | bytes) -> None:
+        """WORK_DATA."""
+        self._portal.call(self._job.send_data, data)
+
+    def send_warning(self, data: str | bytes) -> None:
+        """WORK_WARNING."""
+        self._portal.call(self._job.send_warning, data)
+
+    def send_status(self, numerator: int, denominator: int) -> None:
+        """WORK_STATUS."""
+        self._portal.call(self._job.send_status, numerator, denominator)
+
+
+class Worker:
+    """The blocking worker: same arguments as :class:`AsyncWorker`; handlers are plain
+    functions run in threads (up to ``concurrency`` at once). :meth:`work` blocks until
+    :meth:`stop` (callable from any thread, e.g. a handler or a signal handler's thread)."""
+
+    def __init__(self, servers: str | Sequence[str] = "gearman://127.0.0.1:4730",
+                 **kwargs: Any) -> None:
+        self._async = AsyncWorker(servers, **kwargs)
+        self._portal: anyio.from_thread.BlockingPortal | None = None
+
+    def register(self, function: str | bytes, handler: Callable[[Job], Any], *,
+                 timeout: float | None = None) -> None:
+        """Run ``handler(job)`` (in a thread) for jobs of ``function``."""
+
+        async def run(job: AsyncJob) -> Any:
+            portal = self._portal
+            assert portal is not None
+            sync_job = Job(job.handle, job.function, job.unique, job.data, job.reducer, job,
+                           portal)
+            return await anyio.to_thread.run_sync(handler, sync_job, abandon_on_cancel=False)
+
+        if self._portal is not None:  # working: change it from the event loop's own thread
+            self._portal.call(partial(self._async.register, function, run, timeout=timeout))
+        else:
+            self._async.register(function, run, timeout=timeout)
+
+    def unregister(self, function: str | bytes) -> None:
+        """Stop taking jobs of ``function``."""
+        if self._portal is not None:
+            self._portal.call(self._async.unregister, function)
+        else:
+            self._async.unregister(function)
+
+    def work(self) -> None:
+        """Serve until :meth:`stop`."""
+        with anyio.from_thread.start_blocking_portal() as portal:
+            self._portal = portal
+            try:
+                portal.call(self._async.work)
+            finally:
+                self._portal = None
+
+    def stop(self) -> None:
+        """Graceful stop: no more grabs; running jobs finish; :meth:`work` returns."""
+        portal = self._portal
+        if portal is None:
+            self._async.stop()  # not working yet: the next work() returns at once
+        else:
+            with contextlib.suppress(RuntimeError):  # the portal is already closing
+                portal.call(self._async.stop)

@@ -1,0 +1,785 @@
+"""Client, worker and admin against live servers: the bundled one and the real gearmand."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import pytest
+
+from gearman_client import (
+    Admin,
+    AsyncAdmin,
+    AsyncClient,
+    AsyncJob,
+    AsyncWorker,
+    BulkSubmitError,
+    Client,
+    Job,
+    JobException,
+    Priority,
+    QueueFull,
+    ServerError,
+    Worker,
+)
+from gearman_client import _packets as pk
+from gearman_client._events import NEED_DATA, Answer
+from gearman_client._protocol import Connection
+from jobwire.errors import (
+    ConnectFailed,
+    ConnectionLost,
+    JobwireConnectionError,
+    LocalProtocolError,
+    OperationTimeout,
+    RemoteProtocolError,
+)
+
+from ..conftest import free_port
+from .conftest import GEARMAN_KINDS, GearmanServer, need, start_gearman
+
+
+@pytest.fixture
+def running_worker() -> Iterator[Any]:
+    workers: list[tuple[Worker, threading.Thread]] = []
+
+    def start(worker: Worker) -> Worker:
+        thread = threading.Thread(target=worker.work, daemon=True)
+        thread.start()
+        workers.append((worker, thread))
+        return worker
+
+    yield start
+    for worker, thread in workers:
+        worker.stop()
+        thread.join(10)
+        assert not thread.is_alive()
+
+
+def wait_for(predicate: Any, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached")
+        time.sleep(0.02)
+
+
+# -- sync client and worker ---------------------------------------------------------------------
+
+
+def test_submit_result_updates_and_exception(
+    gearman_server: GearmanServer, function: str, running_worker: Any
+) -> None:
+    def handler(job: Job) -> bytes:
+        if job.data == b"boom":
+            raise ValueError("boom!")
+        job.send_data(b"partial")
+        job.send_warning(b"careful")
+        job.send_status(1, 2)
+        return job.data[::-1]
+
+    worker = Worker(gearman_server.url, client_id="w-1")
+    worker.register(function, handler)
+    running_worker(worker)
+    updates: list[Any] = []
+    with Client(gearman_server.url, timeout=10) as client:
+        assert client.submit(function, b"hello", on_update=updates.append) == b"olleh"
+        assert updates == [pk.WorkData(updates[0].handle, b"partial"),
+                           pk.WorkWarning(updates[0].handle, b"careful"),
+                           pk.WorkStatus(updates[0].handle, 1, 2)]
+        with pytest.raises(JobException) as info:
+            client.submit(function, "boom")
+        assert b"boom!" in info.value.data
+        assert client.submit(function, "x" * 100_000, unique="big") == b"x" * 100_000
+
+
+def test_work_fail_for_clients_without_exceptions(
+    gearman_server: GearmanServer, function: str, running_worker: Any
+) -> None:
+    """A raw client without the exceptions option gets WORK_FAIL (gearmand adds a NUL)."""
+    async def handler(job: AsyncJob) -> bytes:
+        raise RuntimeError("nope")
+
+    worker = Worker(gearman_server.url)
+    worker._async.register(function, handler)
+    running_worker(worker)
+    conn = Connection()
+    with socket.create_connection(gearman_server.address, timeout=10) as sock:
+        sock.sendall(conn.send(pk.SubmitJob(function.encode(), b"", b"x")))
+        events: list[Any] = []
+        while not any(isinstance(e, pk.WorkFail) for e in events):
+            conn.receive_data(sock.recv(65536))
+            while (e := conn.next_event()) is not NEED_DATA:
+                events.append(e)
+    handle = events[0].reply.handle
+    assert events[-1] == pk.WorkFail(handle)
+
+
+def test_background_status_coalescing_and_priorities(
+    gearman_server: GearmanServer, function: str, running_worker: Any
+) -> None:
+    with Client(gearman_server.url) as client:
+        low = client.submit_background(function, b"low", priority=Priority.LOW)
+        normal = client.submit_background(function, b"normal")
+        high = client.submit_background(function, b"high", priority=Priority.HIGH)
+        first = client.submit_background(function, b"same", unique="u-" + function)
+        second = client.submit_background(function, b"other", unique="u-" + function)
+        assert first == second
+        status = client.get_status(normal)
+        assert status.known and not status.running
+        by_unique = client.get_status_unique("u-" + function)
+        assert by_unique.known and by_unique.unique == ("u-" + function).encode()
+        assert not client.get_status(b"H:nope:1").known
+        assert not client.get_status_unique("never-" + function).known
+        seen: list[bytes] = []
+        worker = Worker(gearman_server.url)
+        worker.register(function, lambda job: seen.append(job.data))
+        running_worker(worker)
+        wait_for(lambda: len(seen) == 4)
+        assert seen == [b"high", b"normal", b"same", b"low"]
+        wait_for(lambda: not client.get_status(low).known)
+        assert not client.get_status(high).known
+
+
+def test_priority_and_validation_errors(gearman_server: GearmanServer, function: str) -> None:
+    with Client(gearman_server.url) as client:
+        with pytest.raises(LocalProtocolError):
+            client.submit_background(function, b"x", priority="high")  # type: ignore[arg-type]
+        with pytest.raises(LocalProtocolError):
+            client.submit_background(function, b"x", unique="u" * 64)
+        with pytest.raises(LocalProtocolError):
+            client.submit_background("", b"x")
+        with pytest.raises(LocalProtocolError):
+            client.submit_background("a\0b", b"x")
+        assert client.echo(b"still fine") == b"still fine"
+
+
+def test_epoch_job_runs_when_due(
+    gearman_server: GearmanServer, function: str, running_worker: Any
+) -> None:
+    ran: list[float] = []
+    worker = Worker(gearman_server.url, regrab_interval=0.2)
+    worker.register(function, lambda job: ran.append(time.time()))
+    running_worker(worker)
+    time.sleep(0.3)  # the worker is asleep now
+    with Client(gearman_server.url) as client:
+        at = int(time.time()) + 2
+        client.submit_background(function, b"later", at=at)
+        wait_for(lambda: ran, timeout=6)
+        assert ran[0] >= at - 0.01
+
+
+def test_worker_concurrency_never_over_grabs(
+    gearman_server: GearmanServer, function: str, running_worker: Any
+) -> None:
+    lock = threading.Lock()
+    state = {"now": 0, "max": 0, "done": 0}
+
+    def handler(job: Job) -> bytes:
+        with lock:
+            state["now"] += 1
+            state["max"] = max(state["max"], state["now"])
+        time.sleep(0.2)
+        with lock:
+            state["now"] -= 1
+            state["done"] += 1
+        return b"ok"
+
+    worker = Worker(gearman_server.url, concurrency=3)
+    worker.register(function, handler)
+    running_worker(worker)
+    with Client(gearman_server.url) as client, Admin(gearman_server.url) as admin:
+        client.submit_background_many([(function, b"x")] * 9)
+        for _ in range(10):
+            rows = [s for s in admin.status() if s.function == function]
+            assert not rows or rows[0].running <= 3
+            time.sleep(0.05)
+        wait_for(lambda: state["done"] == 9)
+    assert state["max"] == 3
+
+
+def test_worker_dying_mid_job_requeues(
+    gearman_server: GearmanServer, function: str, running_worker: Any
+) -> None:
+    with Client(gearman_server.url) as client:
+        results: list[bytes] = []
+        t = threading.Thread(target=lambda: results.append(client.submit(function, b"job")))
+        t.start()
+        conn = Connection()
+        with socket.create_connection(gearman_server.address, timeout=10) as sock:
+            sock.sendall(conn.send(pk.CanDo(function.encode())))
+            assigned = None
+            while assigned is None:
+                sock.sendall(conn.send(pk.GrabJobUniq()))
+                conn.receive_data(sock.recv(65536))
+                while (e := conn.next_event()) is not NEED_DATA:
+                    if isinstance(e, Answer) and isinstance(e.reply, pk.JobAssignUniq):
+                        assigned = e.reply
+                time.sleep(0.05)
+        # the worker died holding the job; another one finishes it
+        worker = Worker(gearman_server.url)
+        worker.register(function, lambda job: b"second worker")
+        running_worker(worker)
+        t.join(10)
+        assert results == [b"second worker"]
+
+
+def test_several_servers_with_one_down(
+    gearman_server: GearmanServer, function: str, running_worker: Any
+) -> None:
+    dead = f"gearman://127.0.0.1:{free_port()}"
+    worker = Worker([dead, gearman_server.url])
+    worker.register(function, lambda job: job.data.upper())
+    running_worker(worker)
+    with Client([dead, gearman_server.url], connect_timeout=2) as client:
+        for i in range(4):  # round-robin and unique routing both fail over
+            assert client.submit(function, b"abc", unique=f"r{i}-{function}") == b"ABC"
+            assert client.submit(function, b"def") == b"DEF"
+    with Client(dead, connect_timeout=2) as client, pytest.raises(ConnectFailed):
+        client.submit_background(function, b"x")
+
+
+def test_timeout_on_foreground_job(gearman_server: GearmanServer, function: str) -> None:
+    with Client(gearman_server.url) as client, pytest.raises(OperationTimeout):
+        client.submit(function, b"nobody runs this", timeout=0.3)
+
+
+def test_queue_full_and_admin(fresh_gearman: GearmanServer, function: str) -> None:
+    with Admin(fresh_gearman.url) as admin, Client(fresh_gearman.url) as client:
+        assert admin.version()
+        assert admin.getpid() > 0
+        assert admin.verbose()
+        # gearmand 1.1.20 ignores maxqueue for a function it does not know yet: submit first
+        handle = client.submit_background(function, b"one", unique="only")
+        admin.maxqueue(function, 1)
+        with pytest.raises(QueueFull):
+            client.submit_background(function, b"two")
+        [row] = [s for s in admin.status() if s.function == function]
+        assert (row.queued, row.running, row.workers) == (1, 0, 0)
+        [prio] = [s for s in admin.priority_status() if s.function == function]
+        assert (prio.high, prio.normal, prio.low) == (0, 1, 0)
+        assert handle in [j.handle for j in admin.show_jobs()]
+        assert b"only" in admin.show_unique_jobs()
+        assert any(w.client_id == "-" for w in admin.workers())
+        admin.cancel_job(handle)
+        if fresh_gearman.kind == "bundled":
+            assert not client.get_status(handle).known
+            assert handle not in [j.handle for j in admin.show_jobs()]
+        else:  # gearmand 1.1.20 answers OK but GET_STATUS still knows the job (docs/gearman.md)
+            assert client.get_status(handle).known
+        with pytest.raises(ServerError) as info:
+            admin.cancel_job("H:nope:1")
+        assert info.value.code == "UNKNOWN_JOB"
+        if fresh_gearman.kind == "gearmand":
+            with pytest.raises(ServerError):  # not in 1.1.20
+                admin.shutdown()
+        else:
+            admin.shutdown()
+            fresh_gearman.proc.wait(5)
+
+
+def test_workers_list_shows_client_id_and_functions(
+    gearman_server: GearmanServer, function: str, running_worker: Any
+) -> None:
+    worker = Worker(gearman_server.url, client_id=f"id-{function}")
+    worker.register(function, lambda job: b"")
+    running_worker(worker)
+    with Admin(gearman_server.url) as admin:
+        wait_for(lambda: any(w.client_id == f"id-{function}" for w in admin.workers()))
+        [mine] = [w for w in admin.workers() if w.client_id == f"id-{function}"]
+        assert mine.functions == (function,)
+
+
+def test_server_survives_garbage(gearman_server: GearmanServer) -> None:
+    for junk in (b"\0BAD" + bytes(8), b"\0REQ\0\0\0\x63\0\0\0\0"):
+        with socket.create_connection(gearman_server.address, timeout=5) as sock:
+            sock.sendall(junk)
+            assert sock.recv(100) == b""  # closed without a reply, as gearmand does
+    with Client(gearman_server.url) as client:
+        assert client.echo(b"alive") == b"alive"
+
+
+# -- async --------------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_async_client_and_worker(gearman_server: GearmanServer, function: str) -> None:
+    async def handler(job: AsyncJob) -> bytes:
+        await job.send_status(1, 1)
+        await anyio.sleep(0.05)
+        return b"async:" + job.data
+
+    worker = AsyncWorker(gearman_server.url, concurrency=4)
+    worker.register(function, handler)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.work)
+        async with AsyncClient(gearman_server.url) as client:
+            results: dict[int, bytes] = {}
+
+            async def one(i: int) -> None:
+                results[i] = await client.submit(function, str(i))
+
+            async with anyio.create_task_group() as calls:
+                for i in range(20):
+                    calls.start_soon(one, i)
+            assert results == {i: b"async:%d" % i for i in range(20)}
+            handles = await client.submit_background_many([(function, b"bg")] * 50, window=8)
+            assert len(set(handles)) == 50
+            status = await client.get_status_unique("none-" + function)
+            assert not status.known
+        async with AsyncAdmin(gearman_server.url) as admin:
+            assert any(s.function == function for s in await admin.status())
+        worker.stop()
+
+
+# -- interop with libgearman's `gearman` tool -------------------------------------------------
+
+
+def gearman_tool() -> str:
+    return need(shutil.which("gearman"), "gearman (gearman-tools)")
+
+
+def test_our_worker_serves_the_gearman_tool(
+    gearman_server: GearmanServer, function: str, running_worker: Any
+) -> None:
+    tool = gearman_tool()
+    worker = Worker(gearman_server.url)
+    worker.register(function, lambda job: job.data.upper())
+    running_worker(worker)
+    out = subprocess.run(
+        [tool, "-h", "127.0.0.1", "-p", str(gearman_server.port), "-f", function, "hello"],
+        capture_output=True, timeout=20, check=True,
+    )
+    assert out.stdout.strip() == b"HELLO"
+
+
+def test_our_client_calls_a_gearman_tool_worker(
+    gearman_server: GearmanServer, function: str
+) -> None:
+    tool = gearman_tool()
+    proc = subprocess.Popen(
+        [tool, "-h", "127.0.0.1", "-p", str(gearman_server.port), "-w", "-f", function, "--",
+         "tr", "a-z", "A-Z"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        with Client(gearman_server.url, timeout=20) as client:
+            assert client.submit(function, b"from jobwire") == b"FROM JOBWIRE"
+    finally:
+        proc.terminate()
+        proc.wait(5)
+
+
+# -- more worker and client behaviour ------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_async_update_iterator(gearman_server: GearmanServer, function: str) -> None:
+    async def handler(job: AsyncJob) -> bytes:
+        for i in range(3):
+            await job.send_data(b"chunk%d" % i)
+        await job.send_warning(b"w")
+        await job.send_status(3, 3)
+        return b"end"
+
+    worker = AsyncWorker(gearman_server.url)
+    worker.register(function, handler)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.work)
+        async with AsyncClient(gearman_server.url) as client:
+            run = await client.start(function, b"go")
+            updates = [u async for u in run]
+            assert [type(u).__name__ for u in updates] == [
+                "WorkData", "WorkData", "WorkData", "WorkWarning", "WorkStatus"]
+            assert [u.data for u in updates[:3]] == [b"chunk0", b"chunk1", b"chunk2"]
+            assert all(u.handle == run.handle for u in updates)
+            assert await run.result() == b"end"
+        worker.stop()
+
+
+def test_can_do_timeout_requeues_silently(
+    gearman_server: GearmanServer, function: str, running_worker: Any
+) -> None:
+    attempts: list[float] = []
+
+    def handler(job: Job) -> bytes:
+        attempts.append(time.monotonic())
+        if len(attempts) == 1:
+            time.sleep(2.5)  # past the 1 s CAN_DO_TIMEOUT: the server takes the job back
+            return b"too late"
+        return b"second try"
+
+    # One slot: the connection is silent while the job runs, which gearmand 1.1.20 needs for its
+    # timer to fire (docs/gearman.md). The late WORK_COMPLETE is refused (JOB_NOT_FOUND), the
+    # worker grabs the requeued job again, and the client only ever sees the second result.
+    worker = Worker(gearman_server.url, concurrency=1)
+    worker.register(function, handler, timeout=1)
+    running_worker(worker)
+    with Client(gearman_server.url, timeout=10) as client:
+        assert client.submit(function, b"x") == b"second try"
+    assert len(attempts) == 2 and attempts[1] - attempts[0] >= 2.4
+
+
+def test_reduce_jobs(gearman_server: GearmanServer, function: str, running_worker: Any) -> None:
+    worker = Worker(gearman_server.url, grab_all=True)
+    worker.register(function, lambda job: b"%s|%s" % (job.reducer or b"-", job.data))
+    running_worker(worker)
+    with Client(gearman_server.url) as client:
+        assert client.submit_reduce(function, b"data", reducer="sum") == b"sum|data"
+        handle = client.submit_reduce(function, b"bg", reducer="sum", background=True)
+        wait_for(lambda: not client.get_status(handle).known)
+
+
+def test_unique_routing_coalesces_across_servers(
+    gearman_server: GearmanServer, function: str
+) -> None:
+    other = start_gearman(gearman_server.kind)
+    try:
+        urls = [gearman_server.url, other.url]
+        with Client(urls) as a, Client(urls) as b:
+            for i in range(8):
+                unique = f"u{i}-{function}"
+                assert a.submit_background(function, b"x", unique=unique) == (
+                    b.submit_background(function, b"y", unique=unique)
+                )
+        counts = []
+        for url in urls:
+            with Admin(url) as admin:
+                counts += [s.queued for s in admin.status() if s.function == function]
+        assert sum(counts) == 8 and len(counts) == 2  # spread over both servers
+    finally:
+        other.stop()
+
+
+@pytest.mark.parametrize("kind", GEARMAN_KINDS)
+def test_client_and_worker_reconnect_after_server_restart(
+    kind: str, function: str, running_worker: Any
+) -> None:
+    server = start_gearman(kind)
+    try:
+        worker = Worker(server.url, client_id="phoenix")
+        worker.register(function, lambda job: b"ok:" + job.data)
+        running_worker(worker)
+        with Client(server.url, timeout=5, connect_timeout=1) as client:
+            assert client.submit(function, b"1") == b"ok:1"
+            server.stop()
+            with pytest.raises(JobwireConnectionError):
+                client.submit(function, b"2")
+            server = start_gearman(kind, port=server.port)
+            deadline = time.monotonic() + 10
+            while True:  # the client backs off, then reconnects; the worker re-registers
+                try:
+                    assert client.submit(function, b"3", timeout=2) == b"ok:3"
+                    break
+                except (JobwireConnectionError, OperationTimeout):
+                    assert time.monotonic() < deadline
+                    time.sleep(0.1)
+        with Admin(server.url) as admin:
+            assert any(w.client_id == "phoenix" and w.functions == (function,)
+                       for w in admin.workers())
+    finally:
+        server.stop()
+
+
+def test_graceful_stop_finishes_running_jobs(
+    gearman_server: GearmanServer, function: str
+) -> None:
+    started = threading.Event()
+
+    def handler(job: Job) -> bytes:
+        started.set()
+        time.sleep(0.5)
+        return b"finished"
+
+    worker = Worker(gearman_server.url)
+    worker.register(function, handler)
+    thread = threading.Thread(target=worker.work)
+    thread.start()
+    with Client(gearman_server.url) as client:
+        results: list[bytes] = []
+        t = threading.Thread(target=lambda: results.append(client.submit(function, b"x")))
+        t.start()
+        assert started.wait(5)
+        worker.stop()
+        thread.join(5)
+        assert not thread.is_alive()
+        t.join(5)
+        assert results == [b"finished"]
+        # stopped: it grabs nothing more
+        handle = client.submit_background(function, b"left alone")
+        time.sleep(0.3)
+        assert client.get_status(handle).known
+
+
+def test_submit_many_and_bulk_errors(
+    fresh_gearman: GearmanServer, function: str, running_worker: Any
+) -> None:
+    def handler(job: Job) -> bytes:
+        if job.data.startswith(b"bad"):
+            raise ValueError(job.data.decode())
+        return job.data.upper()
+
+    worker = Worker(fresh_gearman.url, concurrency=4)
+    worker.register(function, handler)
+    running_worker(worker)
+    with Client(fresh_gearman.url) as client:
+        jobs = [(function, b"job%d" % i) for i in range(300)]
+        assert client.submit_many(jobs, window=50) == [b"JOB%d" % i for i in range(300)]
+        with pytest.raises(BulkSubmitError) as info:
+            client.submit_many([(function, b"a"), (function, b"bad1"), (function, b"c")])
+        results = info.value.results
+        assert results[0] == b"A" and results[2] == b"C"
+        assert isinstance(results[1], JobException) and b"bad1" in results[1].data
+    # background bulk against a full queue: the refused ones are errors, the others queued
+    other = function + "-bg"
+    with Client(fresh_gearman.url) as client, Admin(fresh_gearman.url) as admin:
+        client.submit_background(other, b"first")  # gearmand needs the function to exist
+        admin.maxqueue(other, 3)
+        with pytest.raises(BulkSubmitError) as bulk:
+            client.submit_background_many([(other, b"x")] * 5, window=2)
+        outcome = bulk.value.results
+        assert [isinstance(r, bytes) for r in outcome] == [True, True, False, False, False]
+        assert all(isinstance(r, QueueFull) for r in outcome[2:])
+        [row] = [s for s in admin.status() if s.function == other]
+        assert row.queued == 3
+
+
+def test_get_status_goes_to_the_server_that_made_the_handle(
+    gearman_server: GearmanServer, function: str
+) -> None:
+    other = start_gearman(gearman_server.kind)
+    try:
+        with Client([gearman_server.url, other.url]) as client:
+            handles = [client.submit_background(function, b"x") for _ in range(4)]
+            assert all(client.get_status(h).known for h in handles)
+        with Client([other.url, gearman_server.url]) as fresh:  # never saw these handles
+            assert all(fresh.get_status(h).known for h in handles)
+            assert not fresh.get_status(b"H:vm:999999").known
+    finally:
+        other.stop()
+
+
+def test_bundled_epoch_job_wakes_a_sleeping_worker(function: str, running_worker: Any) -> None:
+    server = start_gearman("bundled")
+    try:
+        ran: list[float] = []
+        worker = Worker(server.url)  # no regrab_interval: only a NOOP can wake it
+        worker.register(function, lambda job: ran.append(time.time()))
+        running_worker(worker)
+        time.sleep(0.3)
+        with Client(server.url) as client:
+            at = time.time() + 1
+            client.submit_background(function, b"later", at=at)
+            wait_for(lambda: ran, timeout=5)
+            assert ran[0] >= int(at) - 0.01
+    finally:
+        server.stop()
+
+
+def test_bundled_graceful_shutdown() -> None:
+    server = start_gearman("bundled")
+    try:
+        with Client(server.url) as client, Admin(server.url) as admin:
+            assert client.echo(b"before") == b"before"
+            admin.shutdown(graceful=True)
+            time.sleep(0.3)
+            with pytest.raises(OSError):  # the listener is closed
+                socket.create_connection(server.address, timeout=1).close()
+            assert client.echo(b"still served") == b"still served"
+            assert server.proc.poll() is None
+        server.proc.wait(5)  # the last connection went: the server exits
+        assert server.proc.returncode == 0
+    finally:
+        server.stop()
+
+
+@pytest.mark.anyio
+async def test_async_admin_every_command(fresh_gearman: GearmanServer, function: str) -> None:
+    async with AsyncAdmin(fresh_gearman.url) as admin, AsyncClient(fresh_gearman.url) as client:
+        handle = await client.submit_background(function, b"x", unique="au")
+        assert await admin.version()
+        assert await admin.getpid() > 0
+        assert await admin.verbose()
+        assert [s.queued for s in await admin.status() if s.function == function] == [1]
+        assert [p.normal for p in await admin.priority_status() if p.function == function] == [1]
+        assert handle in [j.handle for j in await admin.show_jobs()]
+        assert b"au" in await admin.show_unique_jobs()
+        assert await admin.workers()
+        await admin.maxqueue(function, 5, 5, 5)
+        await admin.maxqueue(function)
+        await admin.create_function("made-" + function)
+        names = [s.function for s in await admin.status()]
+        if fresh_gearman.kind == "gearmand":  # 1.1.20 drops the last character (docs/gearman.md)
+            assert ("made-" + function)[:-1] in names
+            with pytest.raises(ServerError):
+                await admin.drop_function("made-" + function)
+        else:
+            assert "made-" + function in names
+            await admin.drop_function("made-" + function)
+            with pytest.raises(ServerError):  # it is busy: a job is queued
+                await admin.drop_function(function)
+        await admin.cancel_job(handle)
+        with pytest.raises(LocalProtocolError):
+            await admin.cancel_job("H:1 shutdown")
+
+
+def test_register_and_unregister_while_working(
+    gearman_server: GearmanServer, function: str, running_worker: Any
+) -> None:
+    worker = Worker(gearman_server.url)
+    worker.register(function, lambda job: b"one")
+    running_worker(worker)
+    with Client(gearman_server.url, timeout=10) as client:
+        assert client.submit(function, b"x") == b"one"
+        time.sleep(0.2)  # the worker sleeps now: the changes must reach the server anyway
+        worker.register(function + "-2", lambda job: b"two")
+        assert client.submit(function + "-2", b"x") == b"two"
+        worker.unregister(function)
+        with Admin(gearman_server.url) as admin:
+            wait_for(lambda: not any(
+                function in w.functions for w in admin.workers()
+            ))
+        handle = client.submit_background(function, b"nobody")
+        time.sleep(0.3)
+        status = client.get_status(handle)
+        assert status.known and not status.running
+
+
+@pytest.mark.anyio
+async def test_coalesced_foreground_jobs_reach_every_client(
+    gearman_server: GearmanServer, function: str
+) -> None:
+    release = anyio.Event()
+
+    async def handler(job: AsyncJob) -> bytes:
+        await job.send_data(b"progress")
+        await release.wait()
+        return b"shared result"
+
+    worker = AsyncWorker(gearman_server.url)
+    worker.register(function, handler)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.work)
+        async with AsyncClient(gearman_server.url) as a, AsyncClient(gearman_server.url) as b:
+            first = await a.start(function, b"x", unique="same-" + function)
+            second = await b.start(function, b"y", unique="same-" + function)
+            assert first.handle == second.handle
+            status = await a.get_status_unique("same-" + function)
+            assert status.known and status.client_count == 2
+            release.set()
+            assert await first.result() == await second.result() == b"shared result"
+        worker.stop()
+
+
+class MisbehavingServer:
+    """A TCP peer that answers the first request of each connection with the next canned reply
+    (garbage, half a packet then EOF, ...): the real servers never do that."""
+
+    def __init__(self, replies: list[bytes]) -> None:
+        self.replies = replies
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self) -> None:
+        for reply in self.replies:
+            sock, _ = self.listener.accept()
+            with sock:
+                data = b""
+                while len(data) < 12 or len(data) < 12 + int.from_bytes(data[8:12], "big"):
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+                    if data.startswith(pk.encode_packet(pk.OptionReq(b"exceptions"), pk.REQ)):
+                        sock.sendall(pk.encode_packet(pk.OptionRes(b"exceptions"), pk.RES))
+                        data = data[22:]
+                sock.sendall(reply)
+        self.listener.close()
+
+
+def test_garbage_and_a_server_dying_mid_reply() -> None:
+    good = pk.encode_packet(pk.EchoRes(b"fine"), pk.RES)
+    fake = MisbehavingServer([b"HTTP/1.1 400 Bad Request\r\n\r\n", good[:15], good])
+    with Client(f"gearman://127.0.0.1:{fake.port}", timeout=5) as client:
+        with pytest.raises(RemoteProtocolError):
+            client.echo(b"fine")
+        time.sleep(0.1)  # the client backs off before reconnecting (50 ms base)
+        with pytest.raises(ConnectionLost):
+            client.echo(b"fine")
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                assert client.echo(b"fine") == b"fine"  # a fresh connection, never the bad one
+                break
+            except ConnectFailed:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+
+
+def test_large_job_bodies(
+    gearman_server: GearmanServer, function: str, running_worker: Any
+) -> None:
+    worker = Worker(gearman_server.url)
+    worker.register(function, lambda job: job.data[::-1])
+    running_worker(worker)
+    body = bytes(range(256)) * (5 * 4096)  # 5 MiB
+    with Client(gearman_server.url, timeout=30) as client:
+        assert client.submit(function, body) == body[::-1]
+    small = Client(gearman_server.url, max_body_size=1024)
+    with small, pytest.raises(RemoteProtocolError):
+        small.submit(function, b"x" * 2048)  # the answer is over the client's limit
+
+
+def test_bad_callbacks_and_client_ids(
+    gearman_server: GearmanServer, function: str, running_worker: Any
+) -> None:
+    with pytest.raises(LocalProtocolError):
+        Worker(gearman_server.url, client_id="evil\nline")
+
+    def handler(job: Job) -> bytes:
+        job.send_data(b"tick")
+        return b"done"
+
+    def broken_callback(update: Any) -> None:
+        raise RuntimeError("caller bug")
+
+    worker = Worker(gearman_server.url)
+    worker.register(function, handler)
+    running_worker(worker)
+    with Client(gearman_server.url) as client:
+        assert client.submit(function, b"x", on_update=broken_callback) == b"done"
+        assert client.echo(b"connection intact") == b"connection intact"
+
+
+def test_run_server_in_process(function: str) -> None:
+    from gearman_client.server import run_server
+
+    with run_server(handle_prefix="H:inproc") as server, Client(server.url) as client:
+        handle = client.submit_background(function, b"x")
+        assert handle.startswith(b"H:inproc:")
+        assert client.get_status(handle).known
+
+
+@pytest.mark.anyio
+async def test_serve_in_the_same_event_loop(function: str) -> None:
+    from gearman_client.server import serve
+
+    async with serve() as server:
+        worker = AsyncWorker(server.url)
+
+        async def handler(job: AsyncJob) -> bytes:
+            return job.data * 2
+
+        worker.register(function, handler)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(worker.work)
+            async with AsyncClient(server.url) as client:
+                assert await client.submit(function, b"ab") == b"abab"
+            worker.stop()
