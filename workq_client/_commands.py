@@ -1,0 +1,568 @@
+"""What a client can send: one frozen dataclass per Workq command.
+
+Constructing a command validates it, so nothing invalid can reach the wire: ids must be UUID
+version 4 (they are generated when not given and written in canonical lower-case form), names
+must match ``[a-zA-Z0-9_.-]{1,255}`` (which keeps spaces, CR, LF and NUL -- command injection --
+out), payloads and results are at most 1 MiB, and every number must be in the range the Workq
+0.2.0 server accepts (NOTES.md). Numbers here are in the wire's units: milliseconds; the client
+API converts seconds.
+
+Each validation error is an :class:`InvalidArgument`: a ``LocalProtocolError`` that also carries
+the text the Workq server answers the same mistake with, so the bundled server reuses these checks
+and client and server agree by construction.
+
+Each command class declares ``shape``: which success reply answers it (``_protocol.py`` reads the
+reply by that shape), and ``has_payload``: whether a data block follows the command line (a
+``-CLIENT-ERROR`` to such a command may leave the server out of step, NOTES.md).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import re
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import ClassVar, Final
+
+from jobwire.errors import LocalProtocolError
+
+__all__ = [
+    "MAX_ATTEMPTS",
+    "MAX_FAILS",
+    "MAX_LIMIT",
+    "MAX_PAYLOAD",
+    "MAX_TTL_MS",
+    "MAX_TTR_MS",
+    "MAX_WAIT_MS",
+    "Add",
+    "Command",
+    "Complete",
+    "Delete",
+    "Fail",
+    "InspectJob",
+    "InspectJobs",
+    "InspectQueue",
+    "InspectQueues",
+    "InspectScheduledJobs",
+    "InspectServer",
+    "InvalidArgument",
+    "Lease",
+    "Result",
+    "Run",
+    "Schedule",
+    "Shape",
+    "format_time",
+    "new_id",
+    "parse_time",
+    "to_ms",
+    "validate_id",
+    "validate_name",
+]
+
+#: Largest payload or result, in bytes (1 MiB).
+MAX_PAYLOAD: Final = 1_048_576
+#: Largest time-to-run: 24 hours, in ms.
+MAX_TTR_MS: Final = 86_400_000
+#: Largest time-to-live: 30 days, in ms (NOTES.md; the document's 2**64-1 is wrong).
+MAX_TTL_MS: Final = 2_592_000_000
+#: Largest wait-timeout of lease, run and result: 24 hours, in ms.
+MAX_WAIT_MS: Final = 86_400_000
+#: Largest max-attempts (0 means unlimited).
+MAX_ATTEMPTS: Final = 255
+#: Largest max-fails (0 means unlimited).
+MAX_FAILS: Final = 255
+#: Largest ``limit`` of ``inspect jobs``/``scheduled-jobs``/``queues``.
+MAX_LIMIT: Final = 100
+#: Largest cursor offset.
+MAX_OFFSET: Final = 2**32 - 1
+#: Longest job or queue name, in bytes.
+MAX_NAME: Final = 255
+I32_MIN: Final = -(2**31)
+I32_MAX: Final = 2**31 - 1
+
+_NAME_RE = re.compile(r"[a-zA-Z0-9_.\-]{1,255}")
+TIME_FORMAT: Final = "%Y-%m-%dT%H:%M:%SZ"
+
+
+class InvalidArgument(LocalProtocolError):
+    """An argument the server would refuse; ``server_text`` is the server's error text for it."""
+
+    def __init__(self, message: str, server_text: str) -> None:
+        super().__init__(message)
+        self.server_text = server_text
+
+
+class Shape(enum.Enum):
+    """The success reply a command expects."""
+
+    #: ``+OK``
+    OK = "OK"
+    #: ``+OK 1`` and one ``<id> <success> <size>`` result block.
+    RESULT = "RESULT"
+    #: ``+OK 1`` and one ``<id> <name> <ttr> <size>`` job block.
+    LEASE = "LEASE"
+    #: ``+OK <n>`` and job records (whose ``payload`` value is read by length).
+    JOBS = "JOBS"
+    #: ``+OK <n>`` and queue records.
+    QUEUES = "QUEUES"
+    #: ``+OK 1`` and the ``server`` record (whose key count is wrong in Workq 0.2.0).
+    SERVER = "SERVER"
+
+
+# -- validators (shared with the bundled server) ----------------------------------------------
+
+
+def new_id() -> str:
+    """A fresh random UUIDv4 in canonical form."""
+    return str(uuid.uuid4())
+
+
+def validate_id(value: object) -> str:
+    """Return ``value`` (a ``str`` or ``uuid.UUID``) as a canonical lower-case UUIDv4 string.
+
+    Raises:
+        InvalidArgument: not a UUID, or not version 4.
+    """
+    if isinstance(value, uuid.UUID):
+        parsed = value
+    elif isinstance(value, str):
+        if len(value) > 64 or not value.isascii():
+            raise InvalidArgument(f"job id is not a UUID: {value[:64]!r}", "Invalid ID")
+        try:
+            parsed = uuid.UUID(value)
+        except ValueError:
+            raise InvalidArgument(f"job id is not a UUID: {value!r}", "Invalid ID") from None
+    else:
+        raise InvalidArgument(
+            f"job id must be a str or UUID, not {type(value).__name__}", "Invalid ID"
+        )
+    if parsed.version != 4 or parsed.variant != uuid.RFC_4122:
+        raise InvalidArgument(f"job id must be a UUID version 4: {value}", "Invalid ID")
+    return str(parsed)
+
+
+def validate_name(value: object) -> str:
+    """Return ``value`` if it is a valid job/queue name: ``[a-zA-Z0-9_.-]``, 1-255 characters.
+
+    Raises:
+        InvalidArgument: not a ``str``, empty, too long, or a character outside that set
+            (spaces, CR, LF and NUL included).
+    """
+    if not isinstance(value, str):
+        raise InvalidArgument(f"name must be str, not {type(value).__name__}", "Invalid name")
+    if _NAME_RE.fullmatch(value) is None:
+        if not 1 <= len(value) <= MAX_NAME:
+            raise InvalidArgument(f"name must be 1-{MAX_NAME} characters, got {len(value)}",
+                                  "Invalid name")
+        raise InvalidArgument(f"name {value[:80]!r} has a character outside a-zA-Z0-9_.-",
+                              "Invalid name")
+    return value
+
+
+def _int(what: str, value: object, low: int, high: int, server_text: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidArgument(f"{what} must be an int, not {type(value).__name__}", server_text)
+    if not low <= value <= high:
+        raise InvalidArgument(f"{what} must be in {low}..{high}, got {value}", server_text)
+    return value
+
+
+def _data(what: str, value: object, server_text: str) -> bytes:
+    if not isinstance(value, (bytes, bytearray, memoryview)):
+        raise InvalidArgument(f"{what} must be bytes, not {type(value).__name__}", server_text)
+    data = bytes(value)
+    if len(data) > MAX_PAYLOAD:
+        raise InvalidArgument(f"{what} of {len(data)} bytes is over {MAX_PAYLOAD}", server_text)
+    return data
+
+
+def to_ms(what: str, value: float | timedelta) -> int:
+    """Seconds (``int``, ``float`` or ``timedelta``) as whole milliseconds, rounded up.
+
+    Raises:
+        LocalProtocolError: not a number, negative, NaN or infinite.
+    """
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        raise LocalProtocolError(f"{what} must be seconds (float) or a timedelta, "
+                                 f"not {type(value).__name__}")
+    if math.isnan(seconds) or math.isinf(seconds) or seconds < 0:
+        raise LocalProtocolError(f"{what} must be a finite number of seconds >= 0, got {value}")
+    # Round up, after removing float noise (0.3 s is 300 ms, not 301).
+    return math.ceil(round(seconds * 1000, 6))
+
+
+def format_time(value: datetime) -> str:
+    """An aware datetime as the wire's UTC ``YYYY-MM-DDTHH:MM:SSZ``, rounded up to the second
+    (a job is never scheduled earlier than asked).
+
+    Raises:
+        LocalProtocolError: a naive datetime, or a year outside 1-9999 once in UTC.
+    """
+    if not isinstance(value, datetime):
+        raise LocalProtocolError(f"time must be a datetime, not {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise LocalProtocolError("time must be an aware datetime (with a tzinfo)")
+    try:
+        utc = value.astimezone(timezone.utc)
+        if utc.microsecond:
+            utc = utc.replace(microsecond=0) + timedelta(seconds=1)
+    except OverflowError:
+        raise LocalProtocolError(f"time out of range: {value}") from None
+    return utc.strftime(TIME_FORMAT) if utc.year >= 1000 else utc.isoformat()[:19] + "Z"
+
+
+def parse_time(raw: str) -> datetime:
+    """Parse the wire's ``YYYY-MM-DDTHH:MM:SSZ`` into an aware UTC datetime.
+
+    Raises:
+        ValueError: another format.
+    """
+    if len(raw) != 20 or not raw.isascii():
+        raise ValueError(f"bad time {raw[:40]!r}")
+    return datetime.strptime(raw, TIME_FORMAT).replace(tzinfo=timezone.utc)
+
+
+def _set(obj: object, name: str, value: object) -> None:
+    object.__setattr__(obj, name, value)
+
+
+def _flags(priority: int, max_attempts: int | None = None, max_fails: int | None = None) -> bytes:
+    out = b""
+    if priority:
+        out += b" -priority=%d" % priority
+    if max_attempts:
+        out += b" -max-attempts=%d" % max_attempts
+    if max_fails:
+        out += b" -max-fails=%d" % max_fails
+    return out
+
+
+# -- commands ----------------------------------------------------------------------------------
+
+
+class Command:
+    """Base class of commands."""
+
+    __slots__ = ()
+    #: The command word(s) on the wire.
+    verb: ClassVar[str]
+    #: The success reply that answers it.
+    shape: ClassVar[Shape] = Shape.OK
+    #: A data block follows the command line.
+    has_payload: ClassVar[bool] = False
+    #: The server may hold the reply back for this many ms (blocking commands).
+    wait_ms: int = 0
+
+    @property
+    def blocking(self) -> bool:
+        """The server may hold the reply back (and every later command's with it)."""
+        return self.wait_ms > 0
+
+    def encode(self) -> bytes:
+        """The command line (and data block) exactly as written to the socket."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class Add(Command):
+    """``add <id> <name> <ttr> <ttl> <size> [flags]`` and the payload: enqueue a job.
+
+    ``ttr_ms``: 1..86,400,000. ``ttl_ms``: 1..2,592,000,000. ``priority``: signed 32-bit, higher
+    runs first. ``max_attempts``/``max_fails``: 0 (unlimited)..255. ``job_id``: a UUIDv4,
+    generated when not given (or empty).
+    """
+
+    name: str
+    payload: bytes
+    ttr_ms: int
+    ttl_ms: int
+    priority: int = 0
+    max_attempts: int = 0
+    max_fails: int = 0
+    job_id: str = ""  # a new UUIDv4 when empty
+    verb: ClassVar[str] = "add"
+    has_payload: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        _set(self, "job_id", validate_id(self.job_id) if self.job_id else new_id())
+        validate_name(self.name)
+        _set(self, "payload", _data("payload", self.payload, "Invalid payload size"))
+        _int("ttr", self.ttr_ms, 1, MAX_TTR_MS, "Invalid TTR")
+        _int("ttl", self.ttl_ms, 1, MAX_TTL_MS, "Invalid TTL")
+        _int("priority", self.priority, I32_MIN, I32_MAX, "Invalid Priority")
+        _int("max_attempts", self.max_attempts, 0, MAX_ATTEMPTS, "Invalid max attempts")
+        _int("max_fails", self.max_fails, 0, MAX_FAILS, "Invalid max fails")
+
+    def encode(self) -> bytes:
+        return b"add %s %s %d %d %d%s\r\n%b\r\n" % (
+            self.job_id.encode(), self.name.encode(), self.ttr_ms, self.ttl_ms,
+            len(self.payload), _flags(self.priority, self.max_attempts, self.max_fails),
+            self.payload,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule(Command):
+    """``schedule <id> <name> <ttr> <ttl> <time> <size> [flags]`` and the payload.
+
+    ``time``: an aware datetime, sent in UTC rounded up to the second. Other fields as
+    :class:`Add`; the TTL counts from ``time``.
+    """
+
+    name: str
+    payload: bytes
+    ttr_ms: int
+    ttl_ms: int
+    time: datetime
+    priority: int = 0
+    max_attempts: int = 0
+    max_fails: int = 0
+    job_id: str = ""  # a new UUIDv4 when empty
+    verb: ClassVar[str] = "schedule"
+    has_payload: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        _set(self, "job_id", validate_id(self.job_id) if self.job_id else new_id())
+        validate_name(self.name)
+        _set(self, "payload", _data("payload", self.payload, "Invalid payload size"))
+        _int("ttr", self.ttr_ms, 1, MAX_TTR_MS, "Invalid TTR")
+        _int("ttl", self.ttl_ms, 1, MAX_TTL_MS, "Invalid TTL")
+        format_time(self.time)
+        _int("priority", self.priority, I32_MIN, I32_MAX, "Invalid Priority")
+        _int("max_attempts", self.max_attempts, 0, MAX_ATTEMPTS, "Invalid max attempts")
+        _int("max_fails", self.max_fails, 0, MAX_FAILS, "Invalid max fails")
+
+    def encode(self) -> bytes:
+        return b"schedule %s %s %d %d %s %d%s\r\n%b\r\n" % (
+            self.job_id.encode(), self.name.encode(), self.ttr_ms, self.ttl_ms,
+            format_time(self.time).encode(), len(self.payload),
+            _flags(self.priority, self.max_attempts, self.max_fails), self.payload,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Run(Command):
+    """``run <id> <name> <ttr> <wait-timeout> <size> [-priority=N]`` and the payload: enqueue
+    a job and block until its result, ``wait_ms`` for a worker to take it, then up to its TTR."""
+
+    name: str
+    payload: bytes
+    ttr_ms: int
+    wait_ms: int
+    priority: int = 0
+    job_id: str = ""  # a new UUIDv4 when empty
+    verb: ClassVar[str] = "run"
+    shape: ClassVar[Shape] = Shape.RESULT
+    has_payload: ClassVar[bool] = True
+
+    @property
+    def blocking(self) -> bool:
+        return True  # until a worker finishes it, even with a wait-timeout of 0
+
+    def __post_init__(self) -> None:
+        _set(self, "job_id", validate_id(self.job_id) if self.job_id else new_id())
+        validate_name(self.name)
+        _set(self, "payload", _data("payload", self.payload, "Invalid payload size"))
+        _int("ttr", self.ttr_ms, 1, MAX_TTR_MS, "Invalid TTR")
+        _int("wait_timeout", self.wait_ms, 0, MAX_WAIT_MS, "Invalid wait timeout")
+        _int("priority", self.priority, I32_MIN, I32_MAX, "Invalid Priority")
+
+    def encode(self) -> bytes:
+        return b"run %s %s %d %d %d%s\r\n%b\r\n" % (
+            self.job_id.encode(), self.name.encode(), self.ttr_ms, self.wait_ms,
+            len(self.payload), _flags(self.priority), self.payload,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Result(Command):
+    """``result <id> <wait-timeout>``: a job's result, waiting up to ``wait_ms`` for it."""
+
+    job_id: str
+    wait_ms: int = 0
+    verb: ClassVar[str] = "result"
+    shape: ClassVar[Shape] = Shape.RESULT
+
+    def __post_init__(self) -> None:
+        _set(self, "job_id", validate_id(self.job_id))
+        _int("wait_timeout", self.wait_ms, 0, MAX_WAIT_MS, "Invalid wait timeout")
+
+    def encode(self) -> bytes:
+        return b"result %s %d\r\n" % (self.job_id.encode(), self.wait_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class Lease(Command):
+    """``lease <name>... <wait-timeout>``: take a job from any of ``names``, waiting up to
+    ``wait_ms`` for one."""
+
+    names: tuple[str, ...]
+    wait_ms: int
+    verb: ClassVar[str] = "lease"
+    shape: ClassVar[Shape] = Shape.LEASE
+
+    def __post_init__(self) -> None:
+        names = self.names
+        if isinstance(names, str):
+            names = (names,)
+        if not isinstance(names, (tuple, list)) or not names:
+            raise InvalidArgument("lease needs at least one name", "Invalid command args")
+        _set(self, "names", tuple(validate_name(n) for n in names))
+        _int("wait_timeout", self.wait_ms, 0, MAX_WAIT_MS, "Invalid wait timeout")
+
+    def encode(self) -> bytes:
+        return b"lease %s %d\r\n" % (" ".join(self.names).encode(), self.wait_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class Complete(Command):
+    """``complete <id> <size>`` and the result: the job succeeded."""
+
+    job_id: str
+    result: bytes = b""
+    verb: ClassVar[str] = "complete"
+    has_payload: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        _set(self, "job_id", validate_id(self.job_id))
+        _set(self, "result", _data("result", self.result, "Invalid result size"))
+
+    def encode(self) -> bytes:
+        return b"complete %s %d\r\n%b\r\n" % (self.job_id.encode(), len(self.result), self.result)
+
+
+@dataclass(frozen=True, slots=True)
+class Fail(Command):
+    """``fail <id> <size>`` and the result (error text): the job failed."""
+
+    job_id: str
+    result: bytes = b""
+    verb: ClassVar[str] = "fail"
+    has_payload: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        _set(self, "job_id", validate_id(self.job_id))
+        _set(self, "result", _data("result", self.result, "Invalid result size"))
+
+    def encode(self) -> bytes:
+        return b"fail %s %d\r\n%b\r\n" % (self.job_id.encode(), len(self.result), self.result)
+
+
+@dataclass(frozen=True, slots=True)
+class Delete(Command):
+    """``delete <id>``: remove a job (and its result)."""
+
+    job_id: str
+    verb: ClassVar[str] = "delete"
+
+    def __post_init__(self) -> None:
+        _set(self, "job_id", validate_id(self.job_id))
+
+    def encode(self) -> bytes:
+        return b"delete %s\r\n" % self.job_id.encode()
+
+
+@dataclass(frozen=True, slots=True)
+class InspectJob(Command):
+    """``inspect job <id>``: one job's record."""
+
+    job_id: str
+    verb: ClassVar[str] = "inspect job"
+    shape: ClassVar[Shape] = Shape.JOBS
+
+    def __post_init__(self) -> None:
+        _set(self, "job_id", validate_id(self.job_id))
+
+    def encode(self) -> bytes:
+        return b"inspect job %s\r\n" % self.job_id.encode()
+
+
+def _page(offset: object, limit: object) -> None:
+    _int("offset", offset, 0, MAX_OFFSET, "Invalid cursor offset")
+    _int("limit", limit, 1, MAX_LIMIT, "Invalid limit")
+
+
+@dataclass(frozen=True, slots=True)
+class InspectJobs(Command):
+    """``inspect jobs <name> <offset> <limit>``: ready jobs of a queue, highest priority first
+    (``limit``: 1..100)."""
+
+    name: str
+    offset: int = 0
+    limit: int = MAX_LIMIT
+    verb: ClassVar[str] = "inspect jobs"
+    shape: ClassVar[Shape] = Shape.JOBS
+
+    def __post_init__(self) -> None:
+        validate_name(self.name)
+        _page(self.offset, self.limit)
+
+    def encode(self) -> bytes:
+        return b"inspect jobs %s %d %d\r\n" % (self.name.encode(), self.offset, self.limit)
+
+
+@dataclass(frozen=True, slots=True)
+class InspectScheduledJobs(Command):
+    """``inspect scheduled-jobs <name> <offset> <limit>``: jobs not yet due, soonest first."""
+
+    name: str
+    offset: int = 0
+    limit: int = MAX_LIMIT
+    verb: ClassVar[str] = "inspect scheduled-jobs"
+    shape: ClassVar[Shape] = Shape.JOBS
+
+    def __post_init__(self) -> None:
+        validate_name(self.name)
+        _page(self.offset, self.limit)
+
+    def encode(self) -> bytes:
+        return b"inspect scheduled-jobs %s %d %d\r\n" % (
+            self.name.encode(), self.offset, self.limit)
+
+
+@dataclass(frozen=True, slots=True)
+class InspectQueue(Command):
+    """``inspect queue <name>``: one queue's lengths."""
+
+    name: str
+    verb: ClassVar[str] = "inspect queue"
+    shape: ClassVar[Shape] = Shape.QUEUES
+
+    def __post_init__(self) -> None:
+        validate_name(self.name)
+
+    def encode(self) -> bytes:
+        return b"inspect queue %s\r\n" % self.name.encode()
+
+
+@dataclass(frozen=True, slots=True)
+class InspectQueues(Command):
+    """``inspect queues <offset> <limit>``: queues in alphabetical order."""
+
+    offset: int = 0
+    limit: int = MAX_LIMIT
+    verb: ClassVar[str] = "inspect queues"
+    shape: ClassVar[Shape] = Shape.QUEUES
+
+    def __post_init__(self) -> None:
+        _page(self.offset, self.limit)
+
+    def encode(self) -> bytes:
+        return b"inspect queues %d %d\r\n" % (self.offset, self.limit)
+
+
+@dataclass(frozen=True, slots=True)
+class InspectServer(Command):
+    """``inspect server``: active clients, evicted jobs, start time."""
+
+    verb: ClassVar[str] = "inspect server"
+    shape: ClassVar[Shape] = Shape.SERVER
+
+    def encode(self) -> bytes:
+        return b"inspect server\r\n"

@@ -1,0 +1,374 @@
+"""The client side of the Workq protocol as a Sans-IO state machine.
+
+    conn = Connection()
+    sock.sendall(conn.send(Add("ping", b"hello", 1000, 60000)))  # commands in, bytes out
+    conn.receive_data(sock.recv(65536))                           # bytes in ...
+    event = conn.next_event()                                     # ... events out: OK
+
+Why it is shaped like this:
+
+* The server answers one connection's commands strictly in order, so the connection keeps a FIFO
+  of commands awaiting replies; any number may be pipelined. A reply's shape cannot be told
+  from its first line alone (``+OK 1`` starts a lease, a result and every inspect reply), so
+  each reply is read by the shape its command declares (``Command.shape``).
+* ``next_event()`` drains what is already buffered without another read.
+* Framing is strict: lines end in CRLF only; data blocks (payloads, results, and the ``payload``
+  value inside ``inspect job``/``jobs`` output, which may itself contain CRLF) are read by the
+  length announced before them and must be followed by CRLF; a block over 1 MiB is refused
+  before it is buffered. Any violation raises ``RemoteProtocolError`` and poisons the connection.
+* Workq 0.2.0's ``inspect server`` announces 2 keys and sends 3 (NOTES.md): the server record is
+  read past its announced count until its ``started`` key, or until the next reply begins.
+* A ``-CLIENT-ERROR`` to a command that carried a data block may leave the server reading that
+  block as a new command and sending a second error (NOTES.md): the reply is returned, then the
+  connection reports ``ConnectionClosed`` and refuses new commands. Open a new connection.
+* EOF is ``receive_data(b"")``; ``next_event()`` then returns ``ConnectionClosed`` saying how many
+  commands were left unanswered and whether a reply was cut short.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+
+from jobwire._buffer import LineTooLong, ReceiveBuffer
+from jobwire.errors import LocalProtocolError, RemoteProtocolError
+
+from ._commands import MAX_PAYLOAD, Command, Shape
+from ._events import (
+    NEED_DATA,
+    OK,
+    ConnectionClosed,
+    ErrorKind,
+    ErrorReply,
+    InspectReply,
+    JobResult,
+    Leased,
+    NeedData,
+    Record,
+    Reply,
+)
+
+__all__ = ["MAX_LINE", "Connection", "ConnectionState"]
+
+#: Longest reply line accepted (data blocks are read by length and are not lines).
+MAX_LINE = 65536
+_ERRORS = {kind.value.encode(): kind for kind in ErrorKind}
+
+
+class ConnectionState(enum.Enum):
+    #: Commands may be sent and replies read.
+    OPEN = "OPEN"
+    #: The peer closed, or a reply left the stream out of step. No more commands.
+    CLOSED = "CLOSED"
+    #: A protocol error happened. Every call raises it again.
+    ERROR = "ERROR"
+
+
+class _Step(enum.Enum):
+    START = 0  # a reply's first line
+    HEAD = 1  # the line before a lease's payload or a result's data
+    BODY = 2  # that data block
+    RECORD = 3  # an inspect record's "<key> <count>" line
+    FIELD = 4  # an inspect record's "<key> <value>" line
+
+
+def _uint(raw: bytes, what: str) -> int:
+    # bytes.isdigit() is ASCII-only; int() alone would accept " 1", "+1", "1_0".
+    if not raw.isdigit() or len(raw) > 20:
+        raise RemoteProtocolError(f"expected an unsigned integer for {what}, got {raw[:40]!r}")
+    return int(raw)
+
+
+def _ascii(raw: bytes, what: str) -> str:
+    if not raw or not raw.isascii() or b" " in raw:
+        raise RemoteProtocolError(f"bad {what}: {raw[:60]!r}")
+    return raw.decode("ascii")
+
+
+class Connection:
+    """The client role of one Workq connection. Not thread-safe; no I/O of its own."""
+
+    __slots__ = (
+        "_buffer",
+        "_closed_reason",
+        "_count",
+        "_eof",
+        "_error",
+        "_fields",
+        "_head",
+        "_payload_size",
+        "_pending",
+        "_record",
+        "_records",
+        "_state",
+        "_step",
+    )
+
+    def __init__(self) -> None:
+        self._buffer = ReceiveBuffer()
+        self._pending: deque[Command] = deque()
+        self._state = ConnectionState.OPEN
+        self._eof = False
+        self._error: RemoteProtocolError | None = None
+        self._closed_reason = "closed by peer"
+        self._step = _Step.START
+        self._head: tuple[bytes, ...] = ()  # fields of a lease/result head line
+        self._count = 0  # inspect records still to read
+        self._records: list[Record] = []
+        self._record: tuple[str, int] = ("", 0)  # key and announced count of the current one
+        self._fields: list[tuple[str, bytes]] = []
+        self._payload_size: int | None = None  # a "payload" value of this size comes next
+
+    @property
+    def state(self) -> ConnectionState:
+        """Where the connection is in its life."""
+        return self._state
+
+    @property
+    def pending(self) -> int:
+        """How many sent commands still await replies."""
+        return len(self._pending)
+
+    def send(self, command: Command) -> bytes:
+        """Record ``command`` as awaiting a reply and return its bytes (one write: NOTES.md
+        says the server wants a command and its data block together).
+
+        Raises:
+            LocalProtocolError: the connection is closed or poisoned.
+        """
+        if self._state is not ConnectionState.OPEN:
+            raise LocalProtocolError(
+                f"cannot send {command.verb!r}: connection is {self._state.value}"
+            )
+        data = command.encode()
+        self._pending.append(command)
+        return data
+
+    def receive_data(self, data: bytes) -> None:
+        """Feed bytes read from the socket; ``b""`` means the server closed its end."""
+        if data:
+            if not self._eof:
+                self._buffer.feed(data)
+        else:
+            self._eof = True
+
+    def next_event(self) -> Reply | ConnectionClosed | NeedData:
+        """Return the next complete reply, :data:`NEED_DATA`, or ``ConnectionClosed``.
+
+        Raises:
+            RemoteProtocolError: the server broke the protocol (also on every later call).
+        """
+        if self._error is not None:
+            raise RemoteProtocolError(str(self._error))
+        if self._state is ConnectionState.CLOSED:
+            return self._closed()
+        try:
+            return self._next_event()
+        except RemoteProtocolError as exc:
+            self._state = ConnectionState.ERROR
+            self._error = exc
+            raise
+
+    def _closed(self) -> ConnectionClosed:
+        self._state = ConnectionState.CLOSED
+        return ConnectionClosed(
+            pending=len(self._pending),
+            partial=bool(self._buffer) or self._step is not _Step.START,
+            reason=self._closed_reason,
+        )
+
+    def _need(self) -> ConnectionClosed | NeedData:
+        return self._closed() if self._eof else NEED_DATA
+
+    def _line(self) -> bytes | None:
+        try:
+            return self._buffer.extract_line(MAX_LINE)
+        except LineTooLong as exc:
+            raise RemoteProtocolError(
+                f"reply line longer than {MAX_LINE} bytes ({exc.length}+)"
+            ) from None
+
+    def _finish(self, reply: Reply) -> Reply:
+        command = self._pending.popleft()
+        self._step = _Step.START
+        if (
+            isinstance(reply, ErrorReply)
+            and reply.kind is ErrorKind.CLIENT_ERROR
+            and command.has_payload
+        ):
+            self._state = ConnectionState.CLOSED
+            self._closed_reason = (
+                f"out of step after -CLIENT-ERROR to {command.verb} (its data block may be "
+                "read as a command)"
+            )
+        return reply
+
+    def _next_event(self) -> Reply | ConnectionClosed | NeedData:
+        while True:
+            step = self._step
+            if step is _Step.START:
+                line = self._line()
+                if line is None:
+                    return self._need()
+                result = self._start(line)
+                if result is not None:
+                    return result
+            elif step is _Step.HEAD:
+                line = self._line()
+                if line is None:
+                    return self._need()
+                self._read_head(line)
+            elif step is _Step.BODY:
+                return self._read_body()
+            elif step is _Step.RECORD:
+                line = self._line()
+                if line is None:
+                    return self._need()
+                done = self._read_record_head(line)
+                if done is not None:
+                    return done
+            else:
+                done_or_need = self._read_field()
+                if done_or_need is not None:
+                    return done_or_need
+
+    def _start(self, line: bytes) -> Reply | None:
+        if not self._pending:
+            raise RemoteProtocolError(f"reply with no command awaiting one: {line[:60]!r}")
+        command = self._pending[0]
+        if line.startswith(b"-"):
+            word, sep, text = line[1:].partition(b" ")
+            kind = _ERRORS.get(word)
+            if kind is None:
+                raise RemoteProtocolError(f"unknown error reply {line[:60]!r}")
+            if sep and kind in (ErrorKind.NOT_FOUND, ErrorKind.TIMEOUT) and not text:
+                raise RemoteProtocolError(f"reply with a trailing space: {line[:60]!r}")
+            return self._finish(ErrorReply(kind, text.decode("utf-8", "replace")))
+        if line == b"+OK":
+            if command.shape is not Shape.OK:
+                raise RemoteProtocolError(f"bare +OK cannot answer {command.verb!r} (out of step?)")
+            return self._finish(OK)
+        if not line.startswith(b"+OK "):
+            raise RemoteProtocolError(f"{line[:60]!r} cannot answer {command.verb!r}")
+        count = _uint(line[4:], "reply count")
+        shape = command.shape
+        if shape is Shape.OK:
+            raise RemoteProtocolError(
+                f"{line[:60]!r} cannot answer {command.verb!r} (out of step?)"
+            )
+        if shape in (Shape.RESULT, Shape.LEASE, Shape.SERVER) and count != 1:
+            raise RemoteProtocolError(f"{command.verb} expects 1 record, got {count}")
+        if shape in (Shape.RESULT, Shape.LEASE):
+            self._step = _Step.HEAD
+            return None
+        self._count = count
+        self._records = []
+        if count == 0:
+            return self._finish(InspectReply(()))
+        self._step = _Step.RECORD
+        return None
+
+    def _read_head(self, line: bytes) -> None:
+        shape = self._pending[0].shape
+        parts = tuple(line.split(b" "))
+        if len(parts) != (3 if shape is Shape.RESULT else 4):
+            raise RemoteProtocolError(f"bad {shape.value.lower()} line {line[:80]!r}")
+        _ascii(parts[0], "job id")
+        if shape is Shape.RESULT:
+            if parts[1] not in (b"0", b"1"):
+                raise RemoteProtocolError(f"bad success flag {parts[1][:20]!r}")
+        else:
+            _ascii(parts[1], "job name")
+            _uint(parts[2], "ttr")
+        size = _uint(parts[-1], "data size")
+        if size > MAX_PAYLOAD:
+            raise RemoteProtocolError(f"data block of {size} bytes announced, over {MAX_PAYLOAD}")
+        self._head = parts
+        self._step = _Step.BODY
+
+    def _read_body(self) -> Reply | ConnectionClosed | NeedData:
+        parts = self._head
+        size = int(parts[-1])
+        chunk = self._buffer.extract_exactly(size + 2)
+        if chunk is None:
+            return self._need()
+        if not chunk.endswith(b"\r\n"):
+            raise RemoteProtocolError(f"data block of {size} bytes not followed by CRLF")
+        data = chunk[:-2]
+        job_id = parts[0].decode("ascii")
+        if len(parts) == 3:
+            return self._finish(JobResult(job_id, parts[1] == b"1", data))
+        return self._finish(Leased(job_id, parts[1].decode("ascii"), int(parts[2]), data))
+
+    def _read_record_head(self, line: bytes) -> Reply | None:
+        key, _, raw_count = line.partition(b" ")
+        self._record = (_ascii(key, "record key"), _uint(raw_count, "key count"))
+        self._fields = []
+        self._payload_size = None
+        self._step = _Step.FIELD
+        return self._end_record_if_done()
+
+    def _end_record_if_done(self) -> Reply | None:
+        key, announced = self._record
+        if len(self._fields) < announced:
+            return None
+        if self._pending[0].shape is Shape.SERVER and all(k != "started" for k, _ in self._fields):
+            # Workq 0.2.0 announces 2 keys and sends 3: read on until "started", unless the
+            # next reply has already begun.
+            nxt = self._buffer.peek(1)
+            if nxt is None and not self._eof:
+                self._step = _Step.FIELD
+                return None
+            if nxt is not None and nxt not in (b"+", b"-"):
+                self._step = _Step.FIELD
+                return None
+        self._records.append(Record(key, tuple(self._fields), announced))
+        self._count -= 1
+        if self._count:
+            self._step = _Step.RECORD
+            return None
+        return self._finish(InspectReply(tuple(self._records)))
+
+    def _read_field(self) -> Reply | ConnectionClosed | NeedData | None:
+        buffer = self._buffer
+        key, announced = self._record
+        if len(self._fields) >= announced:  # the server record's unannounced keys
+            nxt = buffer.peek(1)
+            if nxt is None:
+                return self._need()
+            if nxt in (b"+", b"-"):
+                self._records.append(Record(key, tuple(self._fields), announced))
+                self._count -= 1
+                if self._count:
+                    self._step = _Step.RECORD
+                    return None
+                return self._finish(InspectReply(tuple(self._records)))
+        size = self._payload_size
+        if size is not None:
+            prefix = buffer.peek(8)
+            if prefix is None:
+                return self._need()
+            if prefix == b"payload ":
+                chunk = buffer.extract_exactly(8 + size + 2)
+                if chunk is None:
+                    return self._need()
+                if not chunk.endswith(b"\r\n"):
+                    raise RemoteProtocolError(f"payload of {size} bytes not followed by CRLF")
+                self._fields.append(("payload", chunk[8:-2]))
+                self._payload_size = None
+                return self._end_record_if_done()
+        line = self._line()
+        if line is None:
+            return self._need()
+        raw_key, sep, value = line.partition(b" ")
+        if not sep:
+            raise RemoteProtocolError(f"bad key line {line[:80]!r}")
+        name = _ascii(raw_key, "key")
+        if name == "payload-size":
+            self._payload_size = _uint(value, "payload-size")
+            if self._payload_size > MAX_PAYLOAD:
+                raise RemoteProtocolError(f"payload-size {self._payload_size} over {MAX_PAYLOAD}")
+        elif name == "payload":
+            raise RemoteProtocolError("payload value without a payload-size before it")
+        self._fields.append((name, value))
+        return self._end_record_if_done()
