@@ -1,0 +1,19 @@
+"""The bundled Workq server: a Workq 0.2.0-compatible server written on anyio.
+
+For tests and development, not production (nothing is persisted). Start it from async code with
+:func:`serve`, from sync code with :func:`run_server`, or from a shell with
+``python -m workq_client.server -listen 127.0.0.1:9922`` (the Go server's flag)::
+
+    async with serve() as server:          # 127.0.0.1, a free port
+        print(server.url)                  # workq://127.0.0.1:PORT
+
+    with run_server() as server:
+        ...
+"""
+
+from __future__ import annotations
+
+from ._serve import DEFAULT_PORT, Server, run_server, serve
+from ._state import ServerState
+
+__all__ = ["DEFAULT_PORT", "Server", "ServerState", "run_server", "serve"]

@@ -1,0 +1,290 @@
+"""The bundled server's I/O: listeners, one task per connection, one scheduler task.
+
+Everything that decides anything lives in ``_state.py`` (no awaits) and ``_server_protocol.py``
+(framing); this module only moves bytes and time between them:
+
+* **One send per read chunk.** A connection task reads a chunk, runs every complete command in
+  it and writes all the replies with one ``send``, so pipelined clients cost one syscall per
+  chunk.
+* **Strict order per connection.** Workq answers one connection's commands in order. While a
+  ``lease``, ``run`` or ``result`` waits, the task sends the replies so far and then only
+  buffers what the client sends (up to a cap), to notice a vanished peer: end of input answers
+  the waiting command ``-TIMEOUT`` at once (as beanstalkd does for a reserve), so no job is
+  leased to a peer that is gone; the connection closes after the replies are sent.
+* **No polling.** A scheduler task sleeps until the state's earliest timer (TTR, TTL, scheduled
+  time, wait-timeout); the state pokes it when an earlier timer appears. Commands fire due
+  timers themselves too, so no answer depends on the scheduler having run first.
+* **Isolation.** A connection task never lets an exception out (the task group would take the
+  whole server down with it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import socket
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import cast
+
+import anyio
+import anyio.abc
+from anyio.abc import SocketAttribute
+
+from jobwire._url import TCPAddress
+
+from .._events import NEED_DATA, ConnectionClosed, Reply
+from .._server_protocol import BadRequest, ServerConnection
+from ._state import ServerState
+
+__all__ = ["DEFAULT_PORT", "Server", "run_server", "serve"]
+
+logger = logging.getLogger("workq_client.server")
+
+#: Workq's default port.
+DEFAULT_PORT = 9922
+_READ_SIZE = 1 << 18
+_WAIT_BUFFER_CAP = 1 << 21
+
+
+class Server:
+    """A running bundled Workq server (what :func:`serve` and :func:`run_server` yield)."""
+
+    def __init__(self, state: ServerState, address: TCPAddress) -> None:
+        #: The shared state: queues, jobs, connections. Touch it only from the server's loop.
+        self.state = state
+        #: Where the server listens.
+        self.address = address
+
+    @property
+    def url(self) -> str:
+        """A URL for the client, e.g. ``workq://127.0.0.1:9922``."""
+        return f"workq://{self.address}"
+
+    @property
+    def host(self) -> str:
+        return self.address.host
+
+    @property
+    def port(self) -> int:
+        return self.address.port
+
+    def __repr__(self) -> str:
+        return f"<Server {self.url}>"
+
+
+class _Scheduler:
+    """Fires the state's timers; sleeps until the next one or until poked."""
+
+    def __init__(self, state: ServerState) -> None:
+        self._state = state
+        self._wakeup = anyio.Event()
+
+    def poke(self) -> None:
+        self._wakeup.set()
+
+    async def run(self) -> None:
+        state = self._state
+        while True:
+            self._wakeup = anyio.Event()
+            try:
+                state.advance(time.time())
+            except Exception:  # the failed timer is gone; the others must still fire
+                logger.exception("timer failed")
+            due = state.next_deadline()
+            if due is None:
+                await self._wakeup.wait()
+            else:
+                with anyio.move_on_after(max(0.0, due - time.time())):
+                    await self._wakeup.wait()
+
+
+class _Connection:
+    """Moves one client's bytes between its socket, the protocol core and the state."""
+
+    def __init__(self, stream: anyio.abc.ByteStream, state: ServerState, peer: str) -> None:
+        self._stream = stream
+        self._state = state
+        self._proto = ServerConnection()
+        self._peer = peer
+        self._eof = False
+
+    async def run(self) -> None:
+        self._conn = self._state.connect(time.time())
+        logger.info("open %s (connection %d)", self._peer, self._conn.id)
+        try:
+            await self._serve()
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            logger.info("connection %s broke: %r", self._peer, exc)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception:  # a bug must cost one connection, never the server
+            logger.exception("connection %s failed", self._peer)
+        finally:
+            try:
+                self._state.disconnect(self._conn, time.time())
+            except Exception:
+                logger.exception("connection %s: cleanup failed", self._peer)
+            with anyio.CancelScope(shield=True):
+                await self._stream.aclose()
+            logger.info("close %s", self._peer)
+
+    async def _receive(self) -> bytes:
+        try:
+            return await self._stream.receive(_READ_SIZE)
+        except anyio.EndOfStream:
+            return b""
+
+    async def _serve(self) -> None:
+        proto, state, conn = self._proto, self._state, self._conn
+        while True:
+            if not self._eof:
+                data = await self._receive()
+                proto.receive_data(data)
+                self._eof = not data
+            out: list[bytes] = []
+            while True:
+                event = proto.next_event()
+                if event is NEED_DATA:
+                    break
+                if isinstance(event, BadRequest):
+                    out.append(event.reply.encode())
+                    continue
+                if isinstance(event, ConnectionClosed):
+                    state.disconnect(conn, time.time())
+                    if out:
+                        await self._stream.send(b"".join(out))
+                    return
+                reply = state.execute(conn, event, time.time())
+                if reply is None:  # it blocks: the client gets what came before it now
+                    if out:
+                        await self._stream.send(b"".join(out))
+                        out = []
+                    reply = await self._wait()
+                out.append(reply.encode())
+            if out:
+                await self._stream.send(b"".join(out))
+
+    async def _wait(self) -> Reply:
+        """Wait for the state to answer this connection's blocked command, watching the socket
+        for a vanished peer (the reply cancels the pending receive; no data is lost)."""
+        conn = self._conn
+        buffered = 0
+        while conn.reply is None:
+            if self._eof:  # the peer already closed its side: answer -TIMEOUT now
+                self._state.half_close(conn, time.time())
+                break
+            with anyio.CancelScope() as scope:
+                conn.on_reply = scope.cancel
+                if buffered >= _WAIT_BUFFER_CAP:
+                    await anyio.sleep_forever()
+                data = await self._receive()
+                self._proto.receive_data(data)
+                buffered += len(data)
+                if not data:
+                    self._eof = True
+                    self._state.half_close(conn, time.time())  # answers -TIMEOUT
+            conn.on_reply = None
+        reply = conn.take_reply()
+        assert reply is not None
+        return reply
+
+
+def _peer_name(stream: anyio.abc.ByteStream) -> str:
+    try:
+        addr = stream.extra(SocketAttribute.remote_address)
+    except (anyio.TypedAttributeLookupError, OSError):
+        return "?"
+    return f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) else str(addr)
+
+
+def _tune(stream: anyio.abc.ByteStream) -> None:
+    with contextlib.suppress(anyio.TypedAttributeLookupError, OSError):
+        sock = stream.extra(SocketAttribute.raw_socket)
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+async def _accept_loop(
+    listener: anyio.abc.SocketListener, state: ServerState, tg: anyio.abc.TaskGroup
+) -> None:
+    while True:
+        try:
+            stream = await listener.accept()
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            raise
+        except OSError as exc:  # EMFILE, ECONNABORTED...: back off, keep serving
+            logger.warning("accept failed: %s", exc)
+            await anyio.sleep(0.1)
+            continue
+        _tune(stream)
+        tg.start_soon(_Connection(stream, state, _peer_name(stream)).run)
+
+
+@contextlib.asynccontextmanager
+async def serve(
+    host: str = "127.0.0.1", port: int = 0, *, rng: random.Random | None = None
+) -> AsyncIterator[Server]:
+    """Run a Workq 0.2.0-compatible server while the ``async with`` block runs.
+
+    Args:
+        host: the address to listen on.
+        port: the TCP port; 0 picks a free one (see :attr:`Server.address`).
+        rng: the random source for multi-name leases (for reproducible tests).
+
+    Yields:
+        The :class:`Server`, already listening.
+
+    Raises:
+        ValueError: ``port`` is out of range.
+        OSError: the address cannot be bound.
+    """
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port must be in 0..65535, got {port}")
+    state = ServerState(time.time(), rng=rng)
+    body_error: BaseException | None = None
+    multi = await anyio.create_tcp_listener(local_host=host, local_port=port)
+    try:
+        listeners = [cast(anyio.abc.SocketListener, lst) for lst in multi.listeners]
+        bound = listeners[0].extra(SocketAttribute.local_address)
+        assert isinstance(bound, tuple)
+        address = TCPAddress(str(bound[0]), int(bound[1]))
+        scheduler = _Scheduler(state)
+        state.on_timer = scheduler.poke
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(scheduler.run)
+            for listener in listeners:
+                tg.start_soon(_accept_loop, listener, state, tg)
+            logger.info("listening on %s", address)
+            try:
+                yield Server(state, address)
+            except BaseException as exc:  # re-raised below as is, not wrapped in a group
+                body_error = exc
+            finally:
+                tg.cancel_scope.cancel()
+        state.on_timer = None
+    finally:
+        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+            await multi.aclose()
+    if body_error is not None:
+        raise body_error
+
+
+@contextlib.contextmanager
+def run_server(
+    host: str = "127.0.0.1", port: int = 0, *, rng: random.Random | None = None
+) -> Iterator[Server]:
+    """Run :func:`serve` in a background thread with its own asyncio event loop.
+
+    Yields the :class:`Server` once it is listening; on exit closes every connection, stops the
+    loop and joins the thread.
+
+    Raises:
+        ValueError, OSError: as for :func:`serve`, raised in the calling thread.
+    """
+    with (
+        anyio.from_thread.start_blocking_portal(backend="asyncio") as portal,
+        portal.wrap_async_context_manager(serve(host, port, rng=rng)) as server,
+    ):
+        yield server

@@ -1,0 +1,575 @@
+"""Queues, jobs, connections and timers of the bundled Workq server, with no I/O at all.
+
+Why a separate, synchronous module: every rule of the job lifecycle lives here and nothing here
+awaits. The caller passes the current time (``time.time()`` seconds: scheduled times and
+``created`` are wall-clock UTC) into every method, so TTR expiry, TTL eviction, scheduled jobs and
+wait-timeouts can be driven by a fake clock in unit tests, and a command runs to completion
+without another connection interleaving.
+
+The rules (the Workq document as corrected by NOTES.md, and the documented behaviour where the Go
+server falls short):
+
+* A queue exists once a job was added, scheduled or run under its name. Ready jobs are taken
+  highest priority first, then oldest first; ``lease`` with several names picks uniformly at
+  random among those names that have a ready job.
+* ``lease`` counts an attempt and starts the TTR. When the TTR runs out the job is requeued
+  (state PENDING) unless ``max-attempts`` is reached, in which case it ends FAILED.
+* ``fail`` counts a failure. With ``max-fails`` 0 a failure is final (FAILED, the data kept as
+  the result). With ``max-fails`` N the job is requeued until N failures, then ends FAILED --
+  **documented, and enforced here; the Go server 0.2.0 stores max-fails but never enforces it**.
+* ``complete``/``fail`` are accepted for any job not finished yet, even after its TTR ran out
+  (the document allows that race); a finished job answers ``Duplicate result``.
+* TTL counts from enqueueing (from the scheduled time for ``schedule``). When it runs out the
+  job and its result are removed whatever the state; unfinished jobs count as ``evicted-jobs``.
+* A duplicate id -- while the record lives, finished or not -- is ``Duplicate job``.
+* ``run`` enqueues a job (max-attempts 1, TTL = wait + TTR) and blocks: up to ``wait-timeout``
+  for a worker to lease it (then ``-TIMEOUT`` and the job is removed), then up to its TTR for the
+  result (then ``-TIMEOUT``; the job ends FAILED).
+* ``result`` answers at once for a finished job, ``-NOT-FOUND`` for an unknown one, and otherwise
+  waits up to ``wait-timeout`` (``-TIMEOUT``).
+* Deleting (or evicting) a job that a ``run`` or ``result`` waits on answers them ``-NOT-FOUND``.
+* A connection that closes (or half-closes) while its ``lease``/``run``/``result`` waits gets
+  ``-TIMEOUT`` at once, so no job is ever leased to a peer that is gone.
+
+Data structures: per queue a ready heap keyed ``(-priority, seq)`` and a scheduled heap keyed
+``(time, -priority, seq)``, both with lazy deletion (an entry is live only while the job still
+carries the entry's token); one global timer heap of ``(when, seq, kind, target, token)`` whose
+stale entries are skipped; waiting leases indexed by name in arrival order.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from .._commands import (
+    Add,
+    Command,
+    Complete,
+    Delete,
+    Fail,
+    InspectJob,
+    InspectJobs,
+    InspectQueue,
+    InspectQueues,
+    InspectScheduledJobs,
+    InspectServer,
+    Lease,
+    Result,
+    Run,
+    Schedule,
+)
+from .._events import (
+    OK,
+    ErrorKind,
+    ErrorReply,
+    InspectReply,
+    JobResult,
+    Leased,
+    Record,
+    Reply,
+)
+from .._records import JobState
+
+__all__ = ["ConnState", "Job", "ServerState"]
+
+_NOT_FOUND = ErrorReply(ErrorKind.NOT_FOUND)
+_TIMEOUT = ErrorReply(ErrorKind.TIMEOUT)
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def _fmt(epoch: float) -> bytes:
+    return datetime.fromtimestamp(int(epoch), timezone.utc).strftime(TIME_FORMAT).encode()
+
+
+@dataclass(eq=False)
+class Job:
+    """One job record (it outlives the job's processing until its TTL runs out)."""
+
+    job_id: str
+    name: str
+    payload: bytes
+    ttr_ms: int
+    ttl_ms: int
+    priority: int
+    max_attempts: int
+    max_fails: int
+    created: float
+    seq: int
+    time: float | None = None  # scheduled time
+    attempts: int = 0
+    fails: int = 0
+    state: JobState = JobState.NEW
+    result: tuple[bool, bytes] | None = None
+    token: int = 0  # bumped on every queue/lease transition: stale heap/timer entries die
+    where: str = ""  # "ready", "scheduled", "leased" or "" (finished)
+    run_waiter: ConnState | None = None
+    result_waiters: list[ConnState] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class Queue:
+    name: str
+    ready: list[tuple[int, int, int, Job]] = field(default_factory=list)
+    scheduled: list[tuple[float, int, int, int, Job]] = field(default_factory=list)
+    ready_len: int = 0
+    scheduled_len: int = 0
+
+
+@dataclass(eq=False)
+class ConnState:
+    """One client connection as the state sees it."""
+
+    id: int
+    #: The reply to this connection's blocked command, once it is answered.
+    reply: Reply | None = None
+    #: Called (by the state) when ``reply`` is set; the I/O layer wakes its task with it.
+    on_reply: Callable[[], None] | None = None
+    waiting: str = ""  # "lease", "run", "result" or ""
+    lease_names: tuple[str, ...] = ()
+    wait_job: Job | None = None
+    token: int = 0
+
+    def take_reply(self) -> Reply | None:
+        reply, self.reply = self.reply, None
+        return reply
+
+
+class ServerState:
+    """Every queue, job and waiting connection of one server. No I/O; the clock is passed in.
+
+    Args:
+        now: the current time (epoch seconds), taken as the server's start time.
+        rng: the random source for choosing among several lease names.
+    """
+
+    def __init__(self, now: float, *, rng: random.Random | None = None) -> None:
+        self.started = now
+        self.jobs: dict[str, Job] = {}
+        self.queues: dict[str, Queue] = {}
+        self.evicted_jobs = 0
+        self.active_clients = 0
+        #: Called when a timer earlier than every other one was added (wakes the scheduler).
+        self.on_timer: Callable[[], None] | None = None
+        self._rng = rng or random.Random()
+        self._seq = itertools.count()
+        self._conn_ids = itertools.count(1)
+        self._timers: list[tuple[float, int, str, Any, int]] = []
+        self._lease_waiters: dict[str, dict[ConnState, None]] = {}
+
+    # -- connections ---------------------------------------------------------------------------
+
+    def connect(self, now: float) -> ConnState:
+        """Register a new connection."""
+        self.active_clients += 1
+        return ConnState(next(self._conn_ids))
+
+    def disconnect(self, conn: ConnState, now: float) -> None:
+        """Forget a connection (idempotent); a command it was blocked on is dropped."""
+        if conn.id < 0:
+            return
+        self._stop_waiting(conn)
+        conn.id = -conn.id
+        self.active_clients -= 1
+
+    def half_close(self, conn: ConnState, now: float) -> None:
+        """The client closed its sending side: a blocked command is answered ``-TIMEOUT`` now
+        (a closed peer must not be handed a job it can never report; a ``run``'s job stays
+        queued)."""
+        if conn.waiting:
+            self._answer(conn, _TIMEOUT)
+
+    # -- timers --------------------------------------------------------------------------------
+
+    def _timer(self, when: float, kind: str, target: Any, token: int) -> None:
+        first = not self._timers or when < self._timers[0][0]
+        heapq.heappush(self._timers, (when, next(self._seq), kind, target, token))
+        if first and self.on_timer is not None:
+            self.on_timer()
+
+    def next_deadline(self) -> float | None:
+        """When the earliest timer is due (epoch seconds), or None."""
+        return self._timers[0][0] if self._timers else None
+
+    def _live(self, kind: str, target: Any, token: int) -> bool:
+        if kind == "wait":
+            return bool(target.token == token and target.waiting)
+        job: Job = target
+        if self.jobs.get(job.job_id) is not job:
+            return False
+        if kind == "ttl":
+            return True
+        return job.token == token and job.where == ("leased" if kind == "ttr" else "scheduled")
+
+    def advance(self, now: float) -> None:
+        """Fire every timer due at ``now``."""
+        timers = self._timers
+        while timers and timers[0][0] <= now:
+            _, _, kind, target, token = heapq.heappop(timers)
+            if not self._live(kind, target, token):
+                continue
+            if kind == "wait":
+                self._wait_expired(target, now)
+            elif kind == "ttl":
+                self._evict(target, now)
+            elif kind == "ttr":
+                self._ttr_expired(target, now)
+            else:
+                self._make_ready(target, now)
+        # Timers of deleted jobs linger until due (a TTL may be 30 days): sweep when they
+        # outnumber the live ones.
+        if len(timers) > 4 * len(self.jobs) + 1024:
+            self._timers = [t for t in timers if self._live(t[2], t[3], t[4])]
+            heapq.heapify(self._timers)
+
+    # -- job movement --------------------------------------------------------------------------
+
+    def _queue(self, name: str) -> Queue:
+        queue = self.queues.get(name)
+        if queue is None:
+            queue = self.queues[name] = Queue(name)
+        return queue
+
+    def _unplace(self, job: Job) -> None:
+        """Take a job out of wherever it is (heaps are cleaned lazily)."""
+        queue = self.queues[job.name]
+        if job.where == "ready":
+            queue.ready_len -= 1
+        elif job.where == "scheduled":
+            queue.scheduled_len -= 1
+        job.where = ""
+        job.token += 1
+        # Stale heap entries are skipped when they surface; rebuild when they dominate.
+        if len(queue.ready) > 2 * queue.ready_len + 64:
+            queue.ready = [e for e in queue.ready if e[3].token == e[2] and e[3].where == "ready"]
+            heapq.heapify(queue.ready)
+        if len(queue.scheduled) > 2 * queue.scheduled_len + 64:
+            queue.scheduled = [e for e in queue.scheduled
+                               if e[4].token == e[3] and e[4].where == "scheduled"]
+            heapq.heapify(queue.scheduled)
+
+    def _make_ready(self, job: Job, now: float) -> None:
+        self._unplace(job)
+        queue = self.queues[job.name]
+        job.where = "ready"
+        queue.ready_len += 1
+        heapq.heappush(queue.ready, (-job.priority, job.seq, job.token, job))
+        self._serve_lease_waiters(job.name, now)
+
+    def _schedule(self, job: Job, when: float, now: float) -> None:
+        self._unplace(job)
+        queue = self.queues[job.name]
+        job.where = "scheduled"
+        queue.scheduled_len += 1
+        heapq.heappush(queue.scheduled, (when, -job.priority, job.seq, job.token, job))
+        self._timer(when, "sched", job, job.token)
+
+    def _pop_ready(self, queue: Queue) -> Job | None:
+        while queue.ready:
+            _, _, token, job = queue.ready[0]
+            if job.token == token and job.where == "ready" and self.jobs.get(job.job_id) is job:
+                return job
+            heapq.heappop(queue.ready)
+        return None
+
+    def _lease(self, job: Job, now: float) -> Leased:
+        self._unplace(job)
+        job.where = "leased"
+        job.state = JobState.LEASED
+        job.attempts += 1
+        self._timer(now + job.ttr_ms / 1000, "ttr", job, job.token)
+        waiter = job.run_waiter
+        if waiter is not None and waiter.waiting == "run":
+            waiter.token += 1  # the wait-timeout no longer applies; the TTR does
+        return Leased(job.job_id, job.name, job.ttr_ms, job.payload)
+
+    def _finish(self, job: Job, success: bool, data: bytes) -> None:
+        self._unplace(job)
+        job.state = JobState.COMPLETED if success else JobState.FAILED
+        job.result = (success, data)
+        reply = JobResult(job.job_id, success, data)
+        waiters = job.result_waiters
+        job.result_waiters = []
+        if job.run_waiter is not None:
+            waiters.append(job.run_waiter)
+            job.run_waiter = None
+        for conn in waiters:
+            self._answer(conn, reply)
+
+    def _requeue_or_fail(self, job: Job, data: bytes, now: float) -> None:
+        if job.max_attempts and job.attempts >= job.max_attempts:
+            self._finish(job, False, data)
+        else:
+            job.state = JobState.PENDING
+            self._make_ready(job, now)
+
+    def _ttr_expired(self, job: Job, now: float) -> None:
+        waiter = job.run_waiter
+        if waiter is not None:
+            job.run_waiter = None
+            self._answer(waiter, _TIMEOUT)
+        self._requeue_or_fail(job, b"", now)
+
+    def _remove(self, job: Job) -> None:
+        self._unplace(job)
+        del self.jobs[job.job_id]
+        waiters = job.result_waiters
+        job.result_waiters = []
+        if job.run_waiter is not None:
+            waiters.append(job.run_waiter)
+            job.run_waiter = None
+        for conn in waiters:
+            self._answer(conn, _NOT_FOUND)
+
+    def _evict(self, job: Job, now: float) -> None:
+        if job.result is None:
+            self.evicted_jobs += 1
+        self._remove(job)
+
+    # -- waiting -------------------------------------------------------------------------------
+
+    def _answer(self, conn: ConnState, reply: Reply) -> None:
+        self._stop_waiting(conn)
+        conn.reply = reply
+        if conn.on_reply is not None:
+            conn.on_reply()
+
+    def _stop_waiting(self, conn: ConnState) -> None:
+        if conn.waiting == "lease":
+            for name in conn.lease_names:
+                waiters = self._lease_waiters.get(name)
+                if waiters is not None:
+                    waiters.pop(conn, None)
+                    if not waiters:
+                        del self._lease_waiters[name]
+        elif conn.waiting in ("run", "result") and conn.wait_job is not None:
+            job = conn.wait_job
+            if job.run_waiter is conn:
+                job.run_waiter = None
+            if conn in job.result_waiters:
+                job.result_waiters.remove(conn)
+        conn.waiting = ""
+        conn.wait_job = None
+        conn.lease_names = ()
+        conn.token += 1
+
+    def _wait(self, conn: ConnState, kind: str, wait_ms: int, now: float) -> None:
+        conn.waiting = kind
+        conn.token += 1
+        self._timer(now + wait_ms / 1000, "wait", conn, conn.token)
+
+    def _wait_expired(self, conn: ConnState, now: float) -> None:
+        job = conn.wait_job
+        if conn.waiting == "run" and job is not None and job.where == "ready":
+            job.run_waiter = None
+            self._remove(job)  # nobody took it: the caller gave up on it
+        self._answer(conn, _TIMEOUT)
+
+    def _serve_lease_waiters(self, name: str, now: float) -> None:
+        waiters = self._lease_waiters.get(name)
+        queue = self.queues[name]
+        while waiters:
+            job = self._pop_ready(queue)
+            if job is None:
+                return
+            conn = next(iter(waiters))
+            self._answer(conn, self._lease(job, now))
+            waiters = self._lease_waiters.get(name)
+
+    # -- commands ------------------------------------------------------------------------------
+
+    def execute(self, conn: ConnState, command: Command, now: float) -> Reply | None:
+        """Run ``command`` for ``conn``; return its reply, or ``None`` if it blocks (the reply
+        then arrives in ``conn.reply`` and ``conn.on_reply`` is called)."""
+        self.advance(now)
+        handler = getattr(self, "_cmd_" + type(command).__name__.lower())
+        reply: Reply | None = handler(conn, command, now)
+        return reply
+
+    def _new_job(self, cmd: Add | Schedule | Run, ttl_ms: int, max_attempts: int,
+                 max_fails: int, now: float, when: float | None) -> Job | ErrorReply:
+        if cmd.job_id in self.jobs:
+            return ErrorReply(ErrorKind.CLIENT_ERROR, "Duplicate job")
+        job = Job(cmd.job_id, cmd.name, cmd.payload, cmd.ttr_ms, ttl_ms, cmd.priority,
+                  max_attempts, max_fails, now, next(self._seq), when)
+        self.jobs[job.job_id] = job
+        self._queue(job.name)
+        start = now if when is None else max(now, when)
+        self._timer(start + ttl_ms / 1000, "ttl", job, 0)
+        return job
+
+    def _cmd_add(self, conn: ConnState, cmd: Add, now: float) -> Reply | None:
+        job = self._new_job(cmd, cmd.ttl_ms, cmd.max_attempts, cmd.max_fails, now, None)
+        if isinstance(job, ErrorReply):
+            return job
+        self._make_ready(job, now)
+        return OK
+
+    def _cmd_schedule(self, conn: ConnState, cmd: Schedule, now: float) -> Reply | None:
+        when = cmd.time.timestamp()
+        job = self._new_job(cmd, cmd.ttl_ms, cmd.max_attempts, cmd.max_fails, now, when)
+        if isinstance(job, ErrorReply):
+            return job
+        if when <= now:
+            self._make_ready(job, now)
+        else:
+            self._schedule(job, when, now)
+        return OK
+
+    def _cmd_run(self, conn: ConnState, cmd: Run, now: float) -> Reply | None:
+        job = self._new_job(cmd, cmd.wait_ms + cmd.ttr_ms, 1, 0, now, None)
+        if isinstance(job, ErrorReply):
+            return job
+        job.run_waiter = conn
+        conn.wait_job = job
+        conn.waiting = "run"
+        self._make_ready(job, now)  # may be leased at once by a waiting worker
+        if job.where == "leased":
+            return None  # answered at completion or TTR expiry
+        if cmd.wait_ms == 0:
+            job.run_waiter = None
+            self._stop_waiting(conn)
+            self._remove(job)
+            return _TIMEOUT
+        self._wait(conn, "run", cmd.wait_ms, now)
+        return None
+
+    def _cmd_result(self, conn: ConnState, cmd: Result, now: float) -> Reply | None:
+        job = self.jobs.get(cmd.job_id)
+        if job is None:
+            return _NOT_FOUND
+        if job.result is not None:
+            return JobResult(job.job_id, *job.result)
+        if cmd.wait_ms == 0:
+            return _TIMEOUT
+        job.result_waiters.append(conn)
+        conn.wait_job = job
+        self._wait(conn, "result", cmd.wait_ms, now)
+        return None
+
+    def _cmd_lease(self, conn: ConnState, cmd: Lease, now: float) -> Reply | None:
+        names = list(dict.fromkeys(cmd.names))
+        candidates = [
+            (name, job) for name in names
+            if name in self.queues and (job := self._pop_ready(self.queues[name])) is not None
+        ]
+        if candidates:
+            _, job = self._rng.choice(candidates)
+            return self._lease(job, now)
+        if cmd.wait_ms == 0:
+            return _TIMEOUT
+        conn.lease_names = tuple(names)
+        for name in names:
+            self._lease_waiters.setdefault(name, {})[conn] = None
+        self._wait(conn, "lease", cmd.wait_ms, now)
+        return None
+
+    def _report(self, cmd: Complete | Fail, success: bool, now: float) -> Reply:
+        job = self.jobs.get(cmd.job_id)
+        if job is None:
+            return _NOT_FOUND
+        if job.result is not None:
+            return ErrorReply(ErrorKind.CLIENT_ERROR, "Duplicate result")
+        if success:
+            self._finish(job, True, cmd.result)
+            return OK
+        job.fails += 1
+        if job.max_fails and job.fails < job.max_fails:
+            self._requeue_or_fail(job, cmd.result, now)
+        else:
+            self._finish(job, False, cmd.result)
+        return OK
+
+    def _cmd_complete(self, conn: ConnState, cmd: Complete, now: float) -> Reply | None:
+        return self._report(cmd, True, now)
+
+    def _cmd_fail(self, conn: ConnState, cmd: Fail, now: float) -> Reply | None:
+        return self._report(cmd, False, now)
+
+    def _cmd_delete(self, conn: ConnState, cmd: Delete, now: float) -> Reply | None:
+        job = self.jobs.get(cmd.job_id)
+        if job is None:
+            return _NOT_FOUND
+        self._remove(job)
+        return OK
+
+    # -- inspect -------------------------------------------------------------------------------
+
+    def job_record(self, job: Job) -> Record:
+        """A job as ``inspect`` shows it (12 keys, 13 with ``time`` for scheduled jobs)."""
+        fields: list[tuple[str, bytes]] = [
+            ("name", job.name.encode()),
+            ("ttr", b"%d" % job.ttr_ms),
+            ("ttl", b"%d" % job.ttl_ms),
+            ("payload-size", b"%d" % len(job.payload)),
+            ("payload", job.payload),
+            ("max-attempts", b"%d" % job.max_attempts),
+            ("attempts", b"%d" % job.attempts),
+            ("max-fails", b"%d" % job.max_fails),
+            ("fails", b"%d" % job.fails),
+            ("priority", b"%d" % job.priority),
+            ("state", b"%d" % job.state),
+            ("created", _fmt(job.created)),
+        ]
+        if job.time is not None:
+            fields.append(("time", _fmt(job.time)))
+        return Record(job.job_id, tuple(fields))
+
+    def _queue_record(self, queue: Queue) -> Record:
+        return Record(queue.name, (("ready-len", b"%d" % queue.ready_len),
+                                   ("scheduled-len", b"%d" % queue.scheduled_len)))
+
+    def _cmd_inspectjob(self, conn: ConnState, cmd: InspectJob, now: float) -> Reply | None:
+        job = self.jobs.get(cmd.job_id)
+        if job is None:
+            return _NOT_FOUND
+        return InspectReply((self.job_record(job),))
+
+    def _cmd_inspectjobs(self, conn: ConnState, cmd: InspectJobs, now: float) -> Reply | None:
+        queue = self.queues.get(cmd.name)
+        if queue is None:
+            return _NOT_FOUND
+        live = sorted(
+            (entry for entry in queue.ready
+             if entry[3].token == entry[2] and entry[3].where == "ready"),
+            key=lambda entry: (entry[0], entry[1]),
+        )
+        page = live[cmd.offset : cmd.offset + cmd.limit]
+        return InspectReply(tuple(self.job_record(entry[3]) for entry in page))
+
+    def _cmd_inspectscheduledjobs(
+        self, conn: ConnState, cmd: InspectScheduledJobs, now: float
+    ) -> Reply | None:
+        queue = self.queues.get(cmd.name)
+        if queue is None:
+            return _NOT_FOUND
+        live = sorted(
+            (entry for entry in queue.scheduled
+             if entry[4].token == entry[3] and entry[4].where == "scheduled"),
+            key=lambda entry: entry[:3],
+        )
+        page = live[cmd.offset : cmd.offset + cmd.limit]
+        return InspectReply(tuple(self.job_record(entry[4]) for entry in page))
+
+    def _cmd_inspectqueue(self, conn: ConnState, cmd: InspectQueue, now: float) -> Reply | None:
+        queue = self.queues.get(cmd.name)
+        if queue is None:
+            return _NOT_FOUND
+        return InspectReply((self._queue_record(queue),))
+
+    def _cmd_inspectqueues(self, conn: ConnState, cmd: InspectQueues, now: float) -> Reply | None:
+        names = sorted(self.queues)[cmd.offset : cmd.offset + cmd.limit]
+        return InspectReply(tuple(self._queue_record(self.queues[n]) for n in names))
+
+    def _cmd_inspectserver(self, conn: ConnState, cmd: InspectServer, now: float) -> Reply | None:
+        # Byte-compatible with Workq 0.2.0: the record announces 2 keys and carries 3.
+        return InspectReply((Record("server", (
+            ("active-clients", b"%d" % self.active_clients),
+            ("evicted-jobs", b"%d" % self.evicted_jobs),
+            ("started", _fmt(self.started)),
+        ), announced=2),))
