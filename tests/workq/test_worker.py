@@ -1,0 +1,300 @@
+"""Worker and AsyncWorker against the bundled server: concurrency, errors, TTR, reconnects."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import anyio
+import pytest
+
+from jobwire import Backoff
+from tests.conftest import free_port
+from workq_client import AsyncClient, AsyncWorker, Client, JobContext, Worker
+from workq_client.server import run_server
+from workq_client.worker import LateResult
+
+from .conftest import WorkqServer, start_workq_server
+
+
+class Tracker:
+    """Counts handlers running at once."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running = 0
+        self.peak = 0
+
+    def enter(self) -> None:
+        with self.lock:
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+
+    def leave(self) -> None:
+        with self.lock:
+            self.running -= 1
+
+
+# -- async -------------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_async_worker_concurrency_results_and_errors(
+    workq_server: WorkqServer, qname: str
+) -> None:
+    tracker = Tracker()
+
+    async def handle(job: JobContext) -> bytes | str | None:
+        tracker.enter()
+        try:
+            await anyio.sleep(0.1)
+            if job.payload == b"boom":
+                raise ValueError("boom")
+            if job.payload == b"text":
+                return "tëxt"
+            if job.payload == b"none":
+                return None
+            return job.payload.upper()
+        finally:
+            tracker.leave()
+
+    worker = AsyncWorker(workq_server.host, workq_server.port, [qname, qname + "-b"], handle,
+                         concurrency=4, wait=1)
+    async with AsyncClient(workq_server.host, workq_server.port) as client:
+        payloads = [b"a%d" % i for i in range(8)] + [b"boom", b"text", b"none"]
+        ids = [await client.add(qname if i % 2 else qname + "-b", p)
+               for i, p in enumerate(payloads)]
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(worker.run)
+            results = [await client.result(job_id, wait=5) for job_id in ids]
+            worker.stop()
+    assert tracker.peak == 4
+    assert [r.data for r in results[:8]] == [p.upper() for p in payloads[:8]]
+    assert all(r.success for r in results[:8])
+    assert (results[8].success, results[8].data) == (False, b"ValueError: boom")
+    assert results[9].data == "tëxt".encode() and results[10].data == b""
+    assert (worker.stats.completed, worker.stats.failed, worker.stats.leased) == (10, 1, 11)
+
+
+@pytest.mark.anyio
+async def test_async_worker_reports_overruns_and_late_results(
+    workq_server: WorkqServer, qname: str
+) -> None:
+    overruns: list[str] = []
+    lates: list[LateResult] = []
+    deleted = anyio.Event()
+    seen_overrun_flag: list[bool] = []
+
+    async def handle(job: JobContext) -> bytes:
+        await anyio.sleep(0.5)  # TTR is 0.2 s
+        seen_overrun_flag.append(job.overrun)
+        if job.payload == b"gone":
+            await deleted.wait()
+        return b"late " + job.payload
+
+    worker = AsyncWorker(workq_server.host, workq_server.port, qname, handle, concurrency=1,
+                         wait=1, on_overrun=lambda job: overruns.append(job.job_id),
+                         on_late_result=lates.append)
+    async with AsyncClient(workq_server.host, workq_server.port) as client:
+        kept = await client.add(qname, b"kept", ttr=0.2)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(worker.run)
+            record = await client.result(kept, wait=5)
+            gone = await client.add(qname, b"gone", ttr=0.2)
+            while gone not in overruns:
+                await anyio.sleep(0.02)
+            await client.delete(gone)
+            deleted.set()
+            while len(lates) < 2:
+                await anyio.sleep(0.02)
+            worker.stop()
+    # The late result of a requeued job is still accepted by the server, and reported.
+    assert record.success and record.data == b"late kept"
+    assert overruns[:1] == [kept] and seen_overrun_flag[:2] == [True, True]
+    assert lates[0].job_id == kept and lates[0].accepted and lates[0].late_by > 0.2
+    assert lates[1].job_id == gone and not lates[1].accepted and "NOT-FOUND" in lates[1].error
+    assert worker.stats.late_accepted == 1 and worker.stats.late_rejected == 1
+
+
+@pytest.mark.anyio
+async def test_async_worker_stop_lets_the_running_handler_finish(
+    workq_server: WorkqServer, qname: str
+) -> None:
+    started = anyio.Event()
+
+    async def handle(job: JobContext) -> bytes:
+        started.set()
+        await anyio.sleep(0.3)
+        return b"finished"
+
+    worker = AsyncWorker(workq_server.host, workq_server.port, qname, handle, concurrency=2,
+                         wait=30)
+    async with AsyncClient(workq_server.host, workq_server.port) as client:
+        job_id = await client.add(qname, b"")
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(worker.run)
+                await started.wait()
+                worker.stop()  # the idle slot's 30 s lease is cancelled at once
+        assert (await client.result(job_id)).data == b"finished"
+
+
+@pytest.mark.anyio
+async def test_async_worker_reconnects_with_backoff(qname: str) -> None:
+    server = start_workq_server()
+    port = server.port
+    done = anyio.Event()
+
+    async def handle(job: JobContext) -> bytes:
+        done.set()
+        return b"ok"
+
+    worker = AsyncWorker("127.0.0.1", port, qname, handle, wait=0.5,
+                         backoff=lambda: Backoff(base=0.05, cap=0.2))
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(worker.run)
+            await anyio.sleep(0.3)
+            server.stop()
+            await anyio.sleep(0.3)
+            server = start_workq_server(port)
+            async with AsyncClient("127.0.0.1", port) as client:
+                job_id = await client.add(qname, b"")
+                with anyio.fail_after(5):
+                    await done.wait()
+                    assert (await client.result(job_id, wait=2)).data == b"ok"
+            worker.stop()
+    finally:
+        server.stop()
+    assert worker.stats.reconnects >= 1
+
+
+# -- sync --------------------------------------------------------------------------------------
+
+
+def test_sync_worker_threads_results_errors_and_stop(
+    workq_server: WorkqServer, qname: str
+) -> None:
+    tracker = Tracker()
+
+    def handle(job: JobContext) -> bytes:
+        tracker.enter()
+        try:
+            time.sleep(0.1)
+            if job.payload == b"boom":
+                raise RuntimeError("kaput")
+            return job.payload[::-1]
+        finally:
+            tracker.leave()
+
+    worker = Worker(workq_server.host, workq_server.port, qname, handle, concurrency=3,
+                    wait=0.2)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    with Client(workq_server.host, workq_server.port) as client:
+        ids = [client.add(qname, b"ab%d" % i) for i in range(6)] + [client.add(qname, b"boom")]
+        results = [client.result(job_id, wait=5) for job_id in ids]
+    worker.stop()
+    thread.join(5)
+    assert not thread.is_alive()
+    assert tracker.peak == 3
+    assert [r.data for r in results[:6]] == [b"%dba" % i for i in range(6)]
+    assert (results[6].success, results[6].data) == (False, b"RuntimeError: kaput")
+    assert worker.stats.completed == 6 and worker.stats.failed == 1
+
+
+def test_sync_worker_overrun_and_reconnect(qname: str) -> None:
+    lates: list[LateResult] = []
+    overruns: list[JobContext] = []
+
+    def handle(job: JobContext) -> bytes:
+        time.sleep(0.4)
+        return b"slow"
+
+    port = free_port()
+    with run_server(port=port):
+        worker = Worker("127.0.0.1", port, qname, handle, wait=0.2,
+                        on_overrun=overruns.append, on_late_result=lates.append,
+                        backoff=lambda: Backoff(base=0.05, cap=0.2))
+        thread = threading.Thread(target=worker.run)
+        thread.start()
+        with Client("127.0.0.1", port) as client:
+            job_id = client.add(qname, b"", ttr=0.1)
+            assert client.result(job_id, wait=5).data == b"slow"
+    time.sleep(0.4)  # the server is gone: the worker retries with back-off
+    with run_server(port=port), Client("127.0.0.1", port) as client:
+        job_id = client.add(qname, b"", ttr=5)
+        assert client.result(job_id, wait=5).data == b"slow"
+    worker.stop()
+    thread.join(5)
+    assert overruns and overruns[0].overrun and lates[0].accepted
+    assert worker.stats.reconnects >= 1
+
+
+def test_worker_arguments_are_checked() -> None:
+    async def handle(job: JobContext) -> bytes:
+        return b""
+
+    with pytest.raises(ValueError):
+        AsyncWorker("127.0.0.1", 1, [], handle)
+    with pytest.raises(ValueError):
+        AsyncWorker("127.0.0.1", 1, "q", handle, concurrency=0)
+    with pytest.raises(ValueError):
+        Worker("127.0.0.1", 1, "bad name", lambda job: b"")
+
+
+@pytest.mark.anyio
+async def test_async_worker_survives_bad_results_and_faulty_callbacks(
+    workq_server: WorkqServer, qname: str
+) -> None:
+    def explode(_: object) -> None:
+        raise RuntimeError("callback bug")
+
+    async def handle(job: JobContext) -> bytes:
+        if job.payload == b"big":
+            return b"x" * (1024 * 1024 + 1)
+        if job.payload == b"int":
+            return 5  # type: ignore[return-value]
+        if job.payload == b"slow":
+            await anyio.sleep(0.3)
+        return b"fine"
+
+    worker = AsyncWorker(workq_server.host, workq_server.port, qname, handle, wait=1,
+                         on_overrun=explode, on_late_result=explode)
+    async with AsyncClient(workq_server.host, workq_server.port) as client:
+        big = await client.add(qname, b"big")
+        bad = await client.add(qname, b"int")
+        slow = await client.add(qname, b"slow", ttr=0.1)
+        fine = await client.add(qname, b"ok")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(worker.run)
+            results = [await client.result(j, wait=5) for j in (big, bad, slow, fine)]
+            worker.stop()
+    assert not results[0].success and results[0].data.startswith(b"ResultTooLarge")
+    assert not results[1].success and results[1].data.startswith(b"TypeError")
+    assert results[2].data == b"fine" and results[3].data == b"fine"
+    assert worker.stats.overruns == 1 and worker.stats.late_accepted == 1
+
+
+def test_sync_worker_stop_lets_the_running_handler_finish(
+    workq_server: WorkqServer, qname: str
+) -> None:
+    started = threading.Event()
+
+    def handle(job: JobContext) -> bytes:
+        started.set()
+        time.sleep(0.3)
+        return b"finished"
+
+    worker = Worker(workq_server.host, workq_server.port, qname, handle, concurrency=2,
+                    wait=0.2)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    with Client(workq_server.host, workq_server.port) as client:
+        job_id = client.add(qname, b"")
+        assert started.wait(5)
+        worker.stop()
+        thread.join(5)
+        assert not thread.is_alive()
+        assert client.result(job_id).data == b"finished"
+    assert worker.stats.completed == 1

@@ -1,0 +1,296 @@
+"""The Workq commands as async methods: the single source of the client API.
+
+``_api_sync.py`` is generated from this file by ``scripts/unasync.py`` (a test fails when the two
+drift apart). Each method builds a validated command (``_commands.py``), hands it to the
+transport's ``_call`` and shapes the reply; every protocol rule lives in the Sans-IO core, every
+byte moved in the transport. Durations are seconds (``float`` or ``timedelta``), converted to the
+wire's milliseconds (rounded up); times are aware datetimes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+
+from jobwire._pending import Pending
+from jobwire.errors import RemoteProtocolError
+
+from ._commands import (
+    Add,
+    Command,
+    Complete,
+    Delete,
+    Fail,
+    InspectJob,
+    InspectJobs,
+    InspectQueue,
+    InspectQueues,
+    InspectScheduledJobs,
+    InspectServer,
+    Lease,
+    Result,
+    Run,
+    Schedule,
+    to_ms,
+)
+from ._events import InspectReply, JobResult, Leased, Reply
+from ._records import (
+    JobInfo,
+    JobResultRecord,
+    LeasedJob,
+    QueueInfo,
+    ServerInfo,
+    job_info,
+    queue_info,
+    server_info,
+)
+
+__all__ = ["DEFAULT_TTL", "DEFAULT_TTR", "DEFAULT_WINDOW", "AsyncCommands"]
+
+#: Time-to-run when none is given, in seconds.
+DEFAULT_TTR = 60.0
+#: Time-to-live when none is given, in seconds (one day).
+DEFAULT_TTL = 86400.0
+#: Commands in flight at once in bulk calls.
+DEFAULT_WINDOW = 256
+
+Seconds = float | timedelta
+
+
+def _expect(reply: Reply, kind: type[Reply], verb: str) -> None:
+    if not isinstance(reply, kind):  # the core already checked the shape: a second defence
+        raise RemoteProtocolError(f"{reply!r} cannot answer {verb}")
+
+
+def _result(reply: Reply, verb: str) -> JobResultRecord:
+    _expect(reply, JobResult, verb)
+    assert isinstance(reply, JobResult)
+    return JobResultRecord(reply.job_id, reply.success, reply.result)
+
+
+def _records(reply: Reply, verb: str) -> InspectReply:
+    _expect(reply, InspectReply, verb)
+    assert isinstance(reply, InspectReply)
+    return reply
+
+
+def _one(reply: InspectReply, verb: str) -> InspectReply:
+    if len(reply.records) != 1:
+        raise RemoteProtocolError(f"{verb}: expected 1 record, got {len(reply.records)}")
+    return reply
+
+
+class AsyncCommands:
+    """Every Workq command as a method. Transports supply ``_call`` and ``_call_many``."""
+
+    async def _call(self, command: Command, wait: float = 0.0) -> Reply:
+        """Send ``command`` and return its success reply (or raise its typed error); ``wait`` is
+        how long the server may legitimately hold the reply back, in seconds."""
+        raise NotImplementedError
+
+    async def _call_many(self, commands: Iterable[Command], window: int) -> list[Pending[Reply]]:
+        raise NotImplementedError
+
+    # -- producer ------------------------------------------------------------------------------
+
+    async def add(
+        self,
+        name: str,
+        payload: bytes,
+        *,
+        ttr: Seconds = DEFAULT_TTR,
+        ttl: Seconds = DEFAULT_TTL,
+        priority: int = 0,
+        max_attempts: int = 0,
+        max_fails: int = 0,
+        job_id: str | None = None,
+    ) -> str:
+        """Send ``add``: enqueue a job under ``name``; return its id.
+
+        ``ttr`` (time a worker has after leasing it) up to 24 h; ``ttl`` (lifetime of the job and
+        its result) up to 30 days; ``priority`` signed 32-bit, higher first; ``max_attempts`` and
+        ``max_fails`` 0 (unlimited) to 255. ``job_id``: a UUIDv4; a new one when not given.
+
+        Raises:
+            LocalProtocolError: an argument is invalid (nothing sent).
+            DuplicateJob: a job with this id exists (the client then reconnects, see docs).
+            ClientError, ServerError: the server refused it.
+        """
+        command = Add(name, payload, to_ms("ttr", ttr), to_ms("ttl", ttl), priority,
+                      max_attempts, max_fails, job_id=job_id or "")
+        await self._call(command)
+        return command.job_id
+
+    async def add_many(
+        self,
+        name: str,
+        payloads: Iterable[bytes],
+        *,
+        ttr: Seconds = DEFAULT_TTR,
+        ttl: Seconds = DEFAULT_TTL,
+        priority: int = 0,
+        window: int = DEFAULT_WINDOW,
+    ) -> list[str]:
+        """Pipeline one ``add`` per payload (at most ``window`` in flight); return their ids.
+
+        Raises:
+            LocalProtocolError: an argument is invalid (nothing sent).
+            WorkqError: the first error any add got (the others may have been added; a
+                ``-CLIENT-ERROR`` ends the connection, so the adds after it get
+                ``ConnectionLost``).
+        """
+        ttr_ms, ttl_ms = to_ms("ttr", ttr), to_ms("ttl", ttl)
+        commands = [Add(name, payload, ttr_ms, ttl_ms, priority) for payload in payloads]
+        pendings = await self._call_many(commands, window)
+        for pending in pendings:
+            pending.result()
+        return [command.job_id for command in commands]
+
+    async def schedule(
+        self,
+        name: str,
+        payload: bytes,
+        time: datetime,
+        *,
+        ttr: Seconds = DEFAULT_TTR,
+        ttl: Seconds = DEFAULT_TTL,
+        priority: int = 0,
+        max_attempts: int = 0,
+        max_fails: int = 0,
+        job_id: str | None = None,
+    ) -> str:
+        """Send ``schedule``: enqueue a job that becomes ready at ``time`` (an aware datetime,
+        sent in UTC rounded up to the second); the TTL counts from ``time``. Returns its id.
+
+        Raises:
+            LocalProtocolError: an argument is invalid or ``time`` is naive (nothing sent).
+            DuplicateJob, ClientError, ServerError: as for :meth:`add`.
+        """
+        command = Schedule(name, payload, to_ms("ttr", ttr), to_ms("ttl", ttl), time, priority,
+                           max_attempts, max_fails, job_id=job_id or "")
+        await self._call(command)
+        return command.job_id
+
+    async def run(
+        self,
+        name: str,
+        payload: bytes,
+        *,
+        ttr: Seconds = DEFAULT_TTR,
+        wait: Seconds = 60.0,
+        priority: int = 0,
+        job_id: str | None = None,
+    ) -> JobResultRecord:
+        """Send ``run``: enqueue a job and wait for its result -- up to ``wait`` seconds for a
+        worker to lease it, then up to its ``ttr``.
+
+        Returns:
+            The result record: ``success`` False when the worker failed it (``data`` is then
+            the error it reported).
+
+        Raises:
+            TimedOut: no worker took it in time (the job is gone), or it ran out of its TTR.
+            NotFound: the job was deleted while waiting.
+            LocalProtocolError, DuplicateJob, ClientError, ServerError: as for :meth:`add`.
+            OperationTimeout: the client's own ``timeout`` ran out on top of ``wait + ttr``.
+        """
+        command = Run(name, payload, to_ms("ttr", ttr), to_ms("wait", wait), priority,
+                      job_id=job_id or "")
+        reply = await self._call(command, (command.wait_ms + command.ttr_ms) / 1000)
+        return _result(reply, "run")
+
+    async def result(self, job_id: str, *, wait: Seconds = 0.0) -> JobResultRecord:
+        """Send ``result``: the job's result, waiting up to ``wait`` seconds for it.
+
+        Raises:
+            NotFound: no such job. TimedOut: no result within ``wait``.
+            LocalProtocolError: invalid id or wait (nothing sent).
+        """
+        command = Result(job_id, to_ms("wait", wait))
+        return _result(await self._call(command, command.wait_ms / 1000), "result")
+
+    async def delete(self, job_id: str) -> None:
+        """Send ``delete``: remove the job and its result (a ``run``/``result`` waiting on it
+        gets ``NotFound``).
+
+        Raises:
+            NotFound: no such job. LocalProtocolError: invalid id (nothing sent).
+        """
+        await self._call(Delete(job_id))
+
+    # -- worker --------------------------------------------------------------------------------
+
+    async def lease(self, names: str | Sequence[str], *, wait: Seconds = 60.0) -> LeasedJob:
+        """Send ``lease``: take a job from any of ``names``, waiting up to ``wait`` seconds.
+
+        The job must be completed or failed within its ``ttr`` (seconds, on the result), after
+        which the server requeues it (or fails it once ``max-attempts`` is reached).
+
+        Raises:
+            TimedOut: no job within ``wait``. LocalProtocolError: invalid names (nothing sent).
+        """
+        names = (names,) if isinstance(names, str) else tuple(names)
+        command = Lease(names, to_ms("wait", wait))
+        reply = await self._call(command, command.wait_ms / 1000)
+        _expect(reply, Leased, "lease")
+        assert isinstance(reply, Leased)
+        return LeasedJob(reply.job_id, reply.name, reply.ttr_ms / 1000, reply.payload)
+
+    async def complete(self, job_id: str, result: bytes = b"") -> None:
+        """Send ``complete``: the job succeeded with ``result`` (at most 1 MiB).
+
+        Raises:
+            NotFound: no such job (deleted or past its TTL).
+            ClientError: already completed or failed (``Duplicate result``).
+            LocalProtocolError: invalid id or result (nothing sent).
+        """
+        await self._call(Complete(job_id, result))
+
+    async def fail(self, job_id: str, error: bytes = b"") -> None:
+        """Send ``fail``: the job failed with ``error`` (at most 1 MiB). The server requeues it
+        while ``max-fails`` allows, otherwise it is final.
+
+        Raises:
+            NotFound, ClientError, LocalProtocolError: as for :meth:`complete`.
+        """
+        await self._call(Fail(job_id, error))
+
+    # -- inspect -------------------------------------------------------------------------------
+
+    async def inspect_job(self, job_id: str) -> JobInfo:
+        """Send ``inspect job``. Raises ``NotFound`` for an unknown id."""
+        reply = _one(_records(await self._call(InspectJob(job_id)), "inspect job"), "inspect job")
+        return job_info(reply.records[0])
+
+    async def inspect_jobs(self, name: str, offset: int = 0, limit: int = 100) -> list[JobInfo]:
+        """Send ``inspect jobs``: the ready jobs of queue ``name`` in the order they will be
+        leased, ``limit`` (1-100) from ``offset``. Raises ``NotFound`` for an unknown queue."""
+        reply = _records(await self._call(InspectJobs(name, offset, limit)), "inspect jobs")
+        return [job_info(record) for record in reply.records]
+
+    async def inspect_scheduled_jobs(
+        self, name: str, offset: int = 0, limit: int = 100
+    ) -> list[JobInfo]:
+        """Send ``inspect scheduled-jobs``: jobs of ``name`` not yet due, soonest first.
+        Raises ``NotFound`` for an unknown queue."""
+        reply = _records(await self._call(InspectScheduledJobs(name, offset, limit)),
+                         "inspect scheduled-jobs")
+        return [job_info(record) for record in reply.records]
+
+    async def inspect_queue(self, name: str) -> QueueInfo:
+        """Send ``inspect queue``. Raises ``NotFound`` for an unknown queue."""
+        reply = _one(_records(await self._call(InspectQueue(name)), "inspect queue"),
+                     "inspect queue")
+        return queue_info(reply.records[0])
+
+    async def inspect_queues(self, offset: int = 0, limit: int = 100) -> list[QueueInfo]:
+        """Send ``inspect queues``: queues in alphabetical order, ``limit`` (1-100) from
+        ``offset``."""
+        reply = _records(await self._call(InspectQueues(offset, limit)), "inspect queues")
+        return [queue_info(record) for record in reply.records]
+
+    async def inspect_server(self) -> ServerInfo:
+        """Send ``inspect server``: active clients, evicted jobs, start time."""
+        reply = _one(_records(await self._call(InspectServer()), "inspect server"),
+                     "inspect server")
+        return server_info(reply.records[0])

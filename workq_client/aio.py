@@ -1,0 +1,170 @@
+"""``AsyncClient``: the Workq client on anyio (asyncio and trio). It only moves bytes.
+
+Many tasks may share one client: each call queues its command on the session and waits for its
+reply through :class:`jobwire._transport.AsyncTransport` (one writer and one reader at a time,
+replies matched in FIFO order). A call that is cancelled, or whose ``timeout`` runs out, abandons
+its reply: it is dropped when it arrives, never handed to another caller. If the abandoned call
+blocks on the server (``lease``, ``run``, ``result`` with a wait), the connection is closed
+instead, since the server would hold every later call behind it; calls in flight with it get
+``ConnectionLost`` and the next call reconnects.
+
+Workq keeps no per-connection state a client relies on, so when a connection ends -- the server
+went away, or it may be out of step after a ``-CLIENT-ERROR`` to a command with a data block --
+the next call opens a new one. (The calls in flight on the old one get ``ConnectionLost``.)
+Note that the server answers one connection's commands in order: a call queued behind a blocking
+``lease``/``run``/``result`` waits for it. Use separate clients for concurrent blocking calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from types import TracebackType
+
+import anyio
+
+from jobwire._pending import Pending
+from jobwire._transport import AsyncTransport
+from jobwire._url import TCPAddress, UnixAddress, parse_url
+from jobwire.errors import ConnectionLost, JobwireError, LocalProtocolError
+
+from ._api_async import AsyncCommands
+from ._commands import Command
+from ._events import Reply
+from ._session import WorkqSession
+
+__all__ = ["DEFAULT_PORT", "AsyncClient"]
+
+DEFAULT_PORT = 9922
+
+
+class AsyncClient(AsyncCommands):
+    """An async connection to a Workq server.
+
+    ``async with AsyncClient("127.0.0.1", 9922) as client:`` connects and closes; without the
+    context manager, the first call connects.
+
+    Args:
+        host, port: the server's TCP address.
+        timeout: seconds a reply may take beyond what the command itself waits (the wait of
+            ``lease``/``result``, wait + TTR of ``run``); ``None`` for no limit. Running out
+            raises ``OperationTimeout``; the late reply is dropped.
+        connect_timeout: seconds to connect (default: ``timeout``).
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = DEFAULT_PORT,
+        *,
+        timeout: float | None = 10.0,
+        connect_timeout: float | None = None,
+    ) -> None:
+        self.address = TCPAddress(host, port)
+        self.timeout = timeout
+        self.connect_timeout = timeout if connect_timeout is None else connect_timeout
+        self._session = WorkqSession()
+        self._transport = AsyncTransport(
+            self.address, self._session, connect_timeout=self.connect_timeout
+        )
+        self._lock: anyio.Lock | None = None
+        self._closed = False
+        #: How many connections this client has opened (reconnects included).
+        self.connections = 0
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: object) -> AsyncClient:
+        """Build a client from ``workq://host[:port]``; ``kwargs`` as for the constructor.
+
+        Raises:
+            LocalProtocolError: the URL is not of that form.
+        """
+        address = parse_url(url, scheme="workq", default_port=DEFAULT_PORT)
+        if isinstance(address, UnixAddress):
+            raise LocalProtocolError(f"{url!r}: Workq servers listen on TCP only")
+        return cls(address.host, address.port, **kwargs)  # type: ignore[arg-type]
+
+    async def connect(self) -> None:
+        """Open the connection now (a no-op when open); reopen it if it had ended.
+
+        Raises:
+            ConnectFailed: the server cannot be reached.
+            ConnectionLost: the client was closed.
+        """
+        if self._closed:
+            raise ConnectionLost("client is closed")
+        if self._transport.connected:
+            return
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        async with self._lock:
+            if self._closed:
+                raise ConnectionLost("client is closed")
+            if self._transport.closed:  # broken: start over on a new connection
+                self._session = WorkqSession()
+                self._transport = AsyncTransport(
+                    self.address, self._session, connect_timeout=self.connect_timeout
+                )
+            if not self._transport.connected:
+                await self._transport.connect()
+                self.connections += 1
+
+    async def aclose(self) -> None:
+        """Close the connection; calls still waiting get ``ConnectionLost``."""
+        self._closed = True
+        await self._transport.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        await self.connect()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- the transport: move bytes, nothing else -----------------------------------------------
+
+    def _limit(self, wait: float) -> float | None:
+        return None if self.timeout is None else wait + self.timeout
+
+    async def _call(self, command: Command, wait: float = 0.0) -> Reply:
+        await self.connect()
+        transport = self._transport
+        pending = self._session.submit(command)
+        try:
+            await transport.flush()
+            return await transport.wait(pending, self._limit(wait))
+        except BaseException:
+            if not pending.done and command.blocking:
+                # An abandoned lease/run/result still blocks this connection on the server,
+                # and every call queued behind it: start over on a new connection instead.
+                with anyio.CancelScope(shield=True):
+                    await transport.aclose()
+            raise
+
+    async def _call_many(self, commands: Iterable[Command], window: int) -> list[Pending[Reply]]:
+        if window < 1:
+            raise ValueError("window must be >= 1")
+        await self.connect()
+        transport, session = self._transport, self._session
+        pendings: list[Pending[Reply]] = []
+        for command in commands:
+            if session.in_flight >= window:
+                # Refill only once half the window has drained: fewer, larger writes.
+                await transport.flush()
+                await self._settle(transport, pendings[-(window // 2) - 1])
+            pendings.append(session.submit(command))
+        await transport.flush()
+        if pendings:
+            await self._settle(transport, pendings[-1])
+        return pendings
+
+    async def _settle(self, transport: AsyncTransport, pending: Pending[Reply]) -> None:
+        try:
+            await transport.wait_done(pending, self._limit(0.0))
+        except JobwireError:
+            if not pending.done:
+                raise

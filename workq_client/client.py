@@ -1,0 +1,129 @@
+"""``Client``: the blocking Workq client on a plain socket. It only moves bytes.
+
+One thread at a time: share a ``Client`` between threads only behind a lock (or give each thread
+its own). A call whose ``timeout`` runs out closes the connection, since its reply would
+otherwise be read by the next call. Workq keeps no per-connection state a client relies on, so
+when a connection ends -- timeout, server gone, or possibly out of step after a ``-CLIENT-ERROR``
+to a command with a data block (NOTES.md) -- the next call opens a new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from types import TracebackType
+
+from jobwire._pending import Pending
+from jobwire._transport import SyncTransport
+from jobwire._url import TCPAddress, UnixAddress, parse_url
+from jobwire.errors import ConnectionLost, LocalProtocolError
+
+from ._api_sync import Commands
+from ._commands import Command
+from ._events import Reply
+from ._session import WorkqSession
+
+__all__ = ["Client"]
+
+DEFAULT_PORT = 9922
+
+
+class Client(Commands):
+    """A blocking connection to a Workq server, opened by the constructor.
+
+    Args:
+        host, port: the server's TCP address.
+        timeout: seconds a reply may take beyond what the command itself waits (the wait of
+            ``lease``/``result``, wait + TTR of ``run``); ``None`` for no limit. Running out
+            raises ``OperationTimeout`` and closes the connection (the next call reopens it).
+        connect_timeout: seconds to connect (default: ``timeout``).
+
+    Raises:
+        ConnectFailed: the server cannot be reached.
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = DEFAULT_PORT,
+        *,
+        timeout: float | None = 10.0,
+        connect_timeout: float | None = None,
+    ) -> None:
+        self.address = TCPAddress(host, port)
+        self.timeout = timeout
+        self.connect_timeout = timeout if connect_timeout is None else connect_timeout
+        self._closed = False
+        #: How many connections this client has opened (reconnects included).
+        self.connections = 0
+        self._open()
+
+    def _open(self) -> None:
+        self._session = WorkqSession()
+        self._transport = SyncTransport(
+            self.address, self._session, timeout=self.timeout,
+            connect_timeout=self.connect_timeout,
+        )
+        self.connections += 1
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: object) -> Client:
+        """Connect to ``workq://host[:port]``; ``kwargs`` as for the constructor.
+
+        Raises:
+            LocalProtocolError: the URL is not of that form.
+            ConnectFailed: the server cannot be reached.
+        """
+        address = parse_url(url, scheme="workq", default_port=DEFAULT_PORT)
+        if isinstance(address, UnixAddress):
+            raise LocalProtocolError(f"{url!r}: Workq servers listen on TCP only")
+        return cls(address.host, address.port, **kwargs)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        self._closed = True
+        self._transport.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- the transport: move bytes, nothing else -----------------------------------------------
+
+    def _ready(self) -> SyncTransport:
+        if self._closed:
+            raise ConnectionLost("client is closed")
+        if self._transport.closed or self._session.broken is not None:
+            self._transport.close()
+            self._open()
+        return self._transport
+
+    def _limit(self, wait: float) -> float | None:
+        return None if self.timeout is None else wait + self.timeout
+
+    def _call(self, command: Command, wait: float = 0.0) -> Reply:
+        transport = self._ready()
+        pending = self._session.submit(command)
+        transport.flush()
+        return transport.wait(pending, self._limit(wait))
+
+    def _call_many(self, commands: Iterable[Command], window: int) -> list[Pending[Reply]]:
+        if window < 1:
+            raise ValueError("window must be >= 1")
+        transport, session = self._ready(), self._session
+        pendings: list[Pending[Reply]] = []
+        for command in commands:
+            if session.in_flight >= window:
+                transport.flush()
+                transport.wait_done(pendings[-(window // 2) - 1], self._limit(0.0))
+            pendings.append(session.submit(command))
+        transport.flush()
+        if pendings:
+            transport.wait_done(pendings[-1], self._limit(0.0))
+        return pendings

@@ -1,0 +1,463 @@
+"""Workers: lease jobs in a loop, run a handler, report ``complete`` or ``fail``.
+
+    async def handle(job: JobContext) -> bytes:
+        return job.payload.upper()
+
+    worker = AsyncWorker("127.0.0.1", 9922, ["resize", "thumbnail"], handle, concurrency=4)
+    await worker.run()          # until worker.stop()
+
+Why it is shaped like this:
+
+* **One connection per slot.** The server answers one connection's commands in order and a
+  ``lease`` blocks its connection, so each of the ``concurrency`` slots owns a client and loops
+  ``lease`` (with a wait-timeout, as the document recommends) -> handler -> ``complete``/``fail``.
+* **Results.** A handler's return value (``bytes``, ``str`` as UTF-8, or ``None`` for empty)
+  is sent with ``complete``; an exception is sent with ``fail`` as ``"<Type>: <message>"``, and
+  so is a return value the server would refuse (another type, or over 1 MiB).
+* **TTR.** Each job carries its TTR; when it runs out the handler is *told*: ``job.overrun``
+  becomes true and ``on_overrun(job)`` is called (default: a warning in the log). The handler is
+  not cancelled (the server has requeued the job, or failed it at max-attempts). When it finally
+  returns, its result is still reported -- Workq accepts a late ``complete``/``fail`` unless the
+  job was finished meanwhile or evicted -- and the outcome goes to ``on_late_result`` (default: a
+  warning), never silently dropped. ``stats`` counts all of it.
+* **Reconnects** with jittered exponential back-off (``jobwire.Backoff``); a report whose
+  connection died is retried on a new one (Workq allows finishing a job on another connection).
+* **Graceful stop.** ``stop()`` lets running handlers finish and report, and ends the leases:
+  the async worker cancels waiting leases at once; the sync worker's threads notice within one
+  ``wait`` (default 1 s). A lease cancelled just as the server answered it leaves that job
+  leased until its TTR runs out (Workq has no release).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import anyio
+
+from jobwire._backoff import Backoff
+from jobwire.errors import JobwireConnectionError, OperationTimeout, RemoteProtocolError
+
+from ._commands import MAX_PAYLOAD, validate_name
+from ._records import LeasedJob
+from .aio import AsyncClient
+from .client import Client
+from .errors import TimedOut, WorkqError
+
+__all__ = ["AsyncWorker", "JobContext", "LateResult", "Worker", "WorkerStats"]
+
+logger = logging.getLogger("workq_client.worker")
+
+Result = bytes | str | None
+T = TypeVar("T")
+_RETRYABLE = (JobwireConnectionError, OperationTimeout, RemoteProtocolError)
+_REPORT_ATTEMPTS = 5
+
+
+@dataclass
+class JobContext:
+    """A leased job as a handler sees it."""
+
+    job_id: str
+    name: str
+    payload: bytes
+    #: Time-to-run in seconds, counted from the lease.
+    ttr: float
+    #: ``time.monotonic()`` when the TTR runs out.
+    deadline: float
+    #: Set once the TTR ran out: the server has requeued (or failed) the job.
+    overrun: bool = False
+
+    def time_left(self) -> float:
+        """Seconds until the TTR runs out (negative once it has)."""
+        return self.deadline - time.monotonic()
+
+
+@dataclass(frozen=True)
+class LateResult:
+    """What became of a result reported after the job's TTR ran out."""
+
+    job_id: str
+    success: bool
+    #: Seconds past the TTR when it was reported.
+    late_by: float
+    #: The server took it (``+OK``); otherwise ``error`` says why not.
+    accepted: bool
+    error: str = ""
+
+
+@dataclass
+class WorkerStats:
+    """Counters of a worker (read them from any thread or task)."""
+
+    leased: int = 0
+    completed: int = 0
+    failed: int = 0
+    overruns: int = 0
+    late_accepted: int = 0
+    late_rejected: int = 0
+    report_errors: int = 0
+    reconnects: int = 0
+    late_results: list[LateResult] = field(default_factory=list)
+
+
+def _encode(result: Result) -> bytes:
+    if result is None:
+        return b""
+    if isinstance(result, str):
+        return result.encode("utf-8")
+    if isinstance(result, (bytes, bytearray, memoryview)):
+        return bytes(result)
+    raise TypeError(f"a handler must return bytes, str or None, not {type(result).__name__}")
+
+
+def _error_text(exc: BaseException) -> bytes:
+    return f"{type(exc).__name__}: {exc}".encode("utf-8", "replace")[:MAX_PAYLOAD]
+
+
+def _outcome(result: Result) -> tuple[bool, bytes]:
+    """What to report for a handler's return value: a result the server would refuse (not
+    bytes/str/None, or over 1 MiB) is reported as a failure saying so."""
+    try:
+        data = _encode(result)
+    except TypeError as exc:
+        return False, _error_text(exc)
+    if len(data) > MAX_PAYLOAD:
+        return False, b"ResultTooLarge: %d bytes, the limit is %d" % (len(data), MAX_PAYLOAD)
+    return True, data
+
+
+def _call_hook(hook: Callable[[T], None], arg: T) -> None:
+    try:
+        hook(arg)
+    except Exception:  # a faulty callback must not take the worker down
+        logger.exception("worker callback %r failed", hook)
+
+
+def _context(job: LeasedJob) -> JobContext:
+    return JobContext(job.job_id, job.name, job.payload, job.ttr, time.monotonic() + job.ttr)
+
+
+def _default_overrun(job: JobContext) -> None:
+    logger.warning("job %s (%s) overran its TTR of %gs; still running", job.job_id, job.name,
+                   job.ttr)
+
+
+def _default_late(late: LateResult) -> None:
+    if late.accepted:
+        logger.warning("late result for job %s (%.3fs past TTR) was accepted", late.job_id,
+                       late.late_by)
+    else:
+        logger.warning("late result for job %s (%.3fs past TTR) was refused: %s", late.job_id,
+                       late.late_by, late.error)
+
+
+class _Base:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        names: str | Sequence[str],
+        *,
+        concurrency: int,
+        wait: float,
+        timeout: float | None,
+        backoff: Callable[[], Backoff] | None,
+        on_overrun: Callable[[JobContext], None] | None,
+        on_late_result: Callable[[LateResult], None] | None,
+    ) -> None:
+        names = (names,) if isinstance(names, str) else tuple(names)
+        if not names:
+            raise ValueError("a worker needs at least one job name")
+        for name in names:
+            validate_name(name)
+        if concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        self.host, self.port = host, port
+        self.names = names
+        self.concurrency = concurrency
+        self.wait = wait
+        self.timeout = timeout
+        self._backoff = backoff or (lambda: Backoff(base=0.05, cap=5.0))
+        self.on_overrun = on_overrun or _default_overrun
+        self.on_late_result = on_late_result or _default_late
+        self.stats = WorkerStats()
+        self._stopping = False
+
+    def _overran(self, job: JobContext) -> None:
+        job.overrun = True
+        self.stats.overruns += 1
+        _call_hook(self.on_overrun, job)
+
+    def _reported(self, job: JobContext, success: bool, error: BaseException | None) -> None:
+        """Account for a finished report (``error``: why the server refused it)."""
+        if error is None:
+            if success:
+                self.stats.completed += 1
+            else:
+                self.stats.failed += 1
+        elif not job.overrun:
+            self.stats.report_errors += 1
+            logger.warning("reporting job %s failed: %r", job.job_id, error)
+        if job.overrun:
+            late = LateResult(job.job_id, success, -job.time_left(), error is None,
+                              "" if error is None else str(error))
+            self.stats.late_results.append(late)
+            if error is None:
+                self.stats.late_accepted += 1
+            else:
+                self.stats.late_rejected += 1
+            _call_hook(self.on_late_result, late)
+
+
+class AsyncWorker(_Base):
+    """Runs an async handler on jobs leased from ``names`` (asyncio or trio).
+
+    Args:
+        host, port: the Workq server.
+        names: the job names to lease from (one ``lease`` names them all).
+        handler: ``async def handler(job: JobContext) -> bytes | str | None``.
+        concurrency: how many jobs run at once (one connection each).
+        wait: the lease wait-timeout in seconds (leases are repeated while running).
+        timeout: the clients' reply timeout beyond the waits.
+        backoff: makes the reconnect back-off (default 0.05 s doubling up to 5 s, jittered).
+        on_overrun: called in the worker's task when a job's TTR runs out mid-handler.
+        on_late_result: called with what became of a result reported after the TTR.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        names: str | Sequence[str],
+        handler: Callable[[JobContext], Awaitable[Result]],
+        *,
+        concurrency: int = 1,
+        wait: float = 5.0,
+        timeout: float | None = 10.0,
+        backoff: Callable[[], Backoff] | None = None,
+        on_overrun: Callable[[JobContext], None] | None = None,
+        on_late_result: Callable[[LateResult], None] | None = None,
+    ) -> None:
+        super().__init__(host, port, names, concurrency=concurrency, wait=wait, timeout=timeout,
+                         backoff=backoff, on_overrun=on_overrun, on_late_result=on_late_result)
+        self.handler = handler
+        self._lease_scopes: set[anyio.CancelScope] = set()
+
+    def stop(self) -> None:
+        """Stop leasing; running handlers finish and report, then :meth:`run` returns.
+        Safe to call from the worker's event loop only."""
+        self._stopping = True
+        for scope in list(self._lease_scopes):
+            scope.cancel()
+
+    async def run(self) -> None:
+        """Run the slots until :meth:`stop` (or until cancelled)."""
+        self._stopping = False
+        async with anyio.create_task_group() as tg:
+            for _ in range(self.concurrency):
+                tg.start_soon(self._slot)
+
+    async def _slot(self) -> None:
+        backoff = self._backoff()
+        client: AsyncClient | None = None
+        try:
+            while not self._stopping:
+                try:
+                    if client is None:
+                        client = AsyncClient(self.host, self.port, timeout=self.timeout)
+                        await client.connect()
+                    leased: LeasedJob | None = None
+                    with anyio.CancelScope() as scope:
+                        self._lease_scopes.add(scope)
+                        try:
+                            if self._stopping:  # stop() ran while this slot was connecting
+                                scope.cancel()
+                            leased = await client.lease(self.names, wait=self.wait)
+                        finally:
+                            self._lease_scopes.discard(scope)
+                    if leased is None:  # cancelled by stop(); a job that did arrive still runs
+                        break
+                    backoff.reset()
+                except TimedOut:
+                    continue
+                except _RETRYABLE as exc:
+                    logger.info("worker connection problem (%r); reconnecting", exc)
+                    self.stats.reconnects += 1
+                    if client is not None:
+                        await client.aclose()
+                        client = None
+                    await anyio.sleep(backoff.next_delay())
+                    continue
+                self.stats.leased += 1
+                client = await self._process(client, leased, backoff)
+        finally:
+            if client is not None:
+                with anyio.CancelScope(shield=True):
+                    await client.aclose()
+
+    async def _process(self, client: AsyncClient, leased: LeasedJob,
+                       backoff: Backoff) -> AsyncClient:
+        job = _context(leased)
+        success, data = True, b""
+        async with anyio.create_task_group() as tg:
+
+            async def watch() -> None:
+                await anyio.sleep(max(0.0, job.time_left()))
+                self._overran(job)
+
+            tg.start_soon(watch)
+            try:
+                success, data = _outcome(await self.handler(job))
+            except Exception as exc:
+                success, data = False, _error_text(exc)
+            tg.cancel_scope.cancel()
+        return await self._report(client, job, success, data, backoff)
+
+    async def _report(self, client: AsyncClient, job: JobContext, success: bool, data: bytes,
+                      backoff: Backoff) -> AsyncClient:
+        for attempt in range(_REPORT_ATTEMPTS):
+            try:
+                if success:
+                    await client.complete(job.job_id, data)
+                else:
+                    await client.fail(job.job_id, data)
+            except WorkqError as exc:
+                self._reported(job, success, exc)
+                return client
+            except _RETRYABLE as exc:
+                if attempt == _REPORT_ATTEMPTS - 1:
+                    self._reported(job, success, exc)
+                    return client
+                self.stats.reconnects += 1
+                await client.aclose()
+                await anyio.sleep(backoff.next_delay())
+                client = AsyncClient(self.host, self.port, timeout=self.timeout)
+                continue
+            self._reported(job, success, None)
+            return client
+        return client  # pragma: no cover - the loop always returns
+
+
+class Worker(_Base):
+    """Runs a handler on jobs leased from ``names``, in ``concurrency`` threads.
+
+    Args: as for :class:`AsyncWorker`, with a plain ``handler(job) -> bytes | str | None`` and
+    ``wait`` defaulting to 1 s (how soon a thread notices :meth:`stop`). ``on_overrun`` runs in a
+    timer thread.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        names: str | Sequence[str],
+        handler: Callable[[JobContext], Result],
+        *,
+        concurrency: int = 1,
+        wait: float = 1.0,
+        timeout: float | None = 10.0,
+        backoff: Callable[[], Backoff] | None = None,
+        on_overrun: Callable[[JobContext], None] | None = None,
+        on_late_result: Callable[[LateResult], None] | None = None,
+    ) -> None:
+        super().__init__(host, port, names, concurrency=concurrency, wait=wait, timeout=timeout,
+                         backoff=backoff, on_overrun=on_overrun, on_late_result=on_late_result)
+        self.handler = handler
+        self._lock = threading.Lock()
+        self._stop_event = threading.Event()
+
+    def _overran(self, job: JobContext) -> None:
+        with self._lock:
+            super()._overran(job)
+
+    def _reported(self, job: JobContext, success: bool, error: BaseException | None) -> None:
+        with self._lock:
+            super()._reported(job, success, error)
+
+    def stop(self) -> None:
+        """Stop leasing (from any thread or a signal handler); running handlers finish and
+        report, then :meth:`run` returns."""
+        self._stopping = True
+        self._stop_event.set()
+
+    def run(self) -> None:
+        """Run ``concurrency`` threads until :meth:`stop`."""
+        self._stopping = False
+        self._stop_event.clear()
+        threads = [threading.Thread(target=self._slot, name=f"workq-worker-{i}", daemon=True)
+                   for i in range(self.concurrency)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def _slot(self) -> None:
+        backoff = self._backoff()
+        client: Client | None = None
+        try:
+            while not self._stopping:
+                try:
+                    if client is None:
+                        client = Client(self.host, self.port, timeout=self.timeout)
+                    leased = client.lease(self.names, wait=self.wait)
+                    backoff.reset()
+                except TimedOut:
+                    continue
+                except _RETRYABLE as exc:
+                    logger.info("worker connection problem (%r); reconnecting", exc)
+                    with self._lock:
+                        self.stats.reconnects += 1
+                    if client is not None:
+                        client.close()
+                        client = None
+                    self._stop_event.wait(backoff.next_delay())
+                    continue
+                with self._lock:
+                    self.stats.leased += 1
+                client = self._process(client, leased, backoff)
+        finally:
+            if client is not None:
+                client.close()
+
+    def _process(self, client: Client, leased: LeasedJob, backoff: Backoff) -> Client:
+        job = _context(leased)
+        timer = threading.Timer(max(0.0, job.time_left()), self._overran, (job,))
+        timer.daemon = True
+        timer.start()
+        try:
+            success, data = _outcome(self.handler(job))
+        except Exception as exc:
+            success, data = False, _error_text(exc)
+        finally:
+            timer.cancel()
+        timer.join()
+        for attempt in range(_REPORT_ATTEMPTS):
+            try:
+                if success:
+                    client.complete(job.job_id, data)
+                else:
+                    client.fail(job.job_id, data)
+            except WorkqError as exc:
+                self._reported(job, success, exc)
+                return client
+            except _RETRYABLE as exc:
+                if attempt == _REPORT_ATTEMPTS - 1:
+                    self._reported(job, success, exc)
+                    return client
+                with self._lock:
+                    self.stats.reconnects += 1
+                time.sleep(backoff.next_delay())
+                try:
+                    client.close()
+                    client = Client(self.host, self.port, timeout=self.timeout)
+                except _RETRYABLE:
+                    continue
+                continue
+            self._reported(job, success, None)
+            return client
+        return client  # pragma: no cover - the loop always returns
