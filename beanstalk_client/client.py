@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from types import TracebackType
 from typing import TypeVar
 
-from jobwire._transport import SyncTransport
+from jobwire._transport import Transport
 from jobwire._url import Address, TCPAddress, UnixAddress, parse_url
 
 from ._api_sync import Commands
@@ -56,12 +56,13 @@ class Client(Commands):
         self.address: Address = UnixAddress(unix_path) if unix_path else TCPAddress(host, port)
         self.timeout = timeout
         self._session = Session(max_body_size=max_body_size)
-        self._transport = SyncTransport(
+        self._transport = Transport(
             self.address,
             self._session,
             timeout=timeout,
             connect_timeout=timeout if connect_timeout is None else connect_timeout,
         )
+        self._transport.connect()
 
     @classmethod
     def from_url(cls, url: str, **kwargs: object) -> Client:

@@ -211,11 +211,11 @@ class _Pool:
                 error = exc
         raise ConnectFailed(f"no Gearman server reachable: {error}")
 
-    def aclose(self) -> None:
+    def close(self) -> None:
         self._closed = True
         for server in self.servers:
             if server.transport is not None:
-                server.transport.aclose()
+                server.transport.close()
             server.transport = server.session = None
 
 
@@ -249,15 +249,15 @@ class Client:
             if len(self._handles) > _MAX_REMEMBERED:
                 self._handles.popitem(last=False)
 
-    def __aenter__(self) -> Client:
+    def __enter__(self) -> Client:
         return self
 
-    def __aexit__(self, *exc: object) -> None:
-        self.aclose()
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
-    def aclose(self) -> None:
+    def close(self) -> None:
         """Close every connection; callers still waiting get ``ConnectionLost``."""
-        self._pool.aclose()
+        self._pool.close()
 
     def _limit(self, timeout: float | EllipsisType | None) -> float | None:
         return self.timeout if isinstance(timeout, EllipsisType) else timeout
@@ -590,16 +590,16 @@ class Admin:
             else connect_timeout,
         )
 
-    def __aenter__(self) -> Admin:
+    def __enter__(self) -> Admin:
         self._transport.connect()
         return self
 
-    def __aexit__(self, *exc: object) -> None:
-        self.aclose()
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
-    def aclose(self) -> None:
+    def close(self) -> None:
         """Close the connection."""
-        self._transport.aclose()
+        self._transport.close()
 
     def _run(self, command: adm.AdminCommand) -> adm.AdminReply:
         self._transport.connect()

@@ -18,7 +18,7 @@ of the queue) and then calls :meth:`AsyncTransport.flush` and :meth:`AsyncTransp
 * A task that is cancelled, or whose limit runs out, abandons its Pending: the session drops the
   reply when it arrives, never giving it to another caller.
 
-:class:`SyncTransport` is the blocking twin for one thread at a time. A wait whose limit runs out
+:class:`Transport` is the blocking twin for one thread at a time. A wait whose limit runs out
 closes the connection there, since the late reply would otherwise be read by the next call.
 """
 
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import time
+from types import EllipsisType
 from typing import Any, TypeVar
 
 import anyio
@@ -36,7 +37,7 @@ from ._streams import AsyncStream, SyncStream
 from ._url import Address
 from .errors import ConnectionLost, JobwireError, OperationTimeout
 
-__all__ = ["AsyncTransport", "SyncTransport"]
+__all__ = ["AsyncTransport", "Transport"]
 
 R = TypeVar("R")
 
@@ -233,17 +234,15 @@ class AsyncTransport:
                 await stream.aclose()
 
 
-class SyncTransport:
-    """One blocking connection, for one thread at a time; connects in the constructor.
+class Transport:
+    """One blocking connection, for one thread at a time: :class:`AsyncTransport`'s twin, with
+    the same names (``scripts/unasync.py`` turns ``AsyncTransport`` into ``Transport``).
 
     Args:
         address: where to connect.
         session: the protocol's session for this connection.
-        timeout: seconds a send may take (``None``: no limit).
         connect_timeout: seconds to connect.
-
-    Raises:
-        ConnectFailed: the server cannot be reached.
+        timeout: seconds a send may take (default: ``connect_timeout``; ``None``: no limit).
     """
 
     def __init__(
@@ -251,21 +250,42 @@ class SyncTransport:
         address: Address,
         session: SessionLike,
         *,
-        timeout: float | None,
         connect_timeout: float | None,
+        timeout: float | EllipsisType | None = ...,
     ) -> None:
         self.address = address
         self.session = session
-        self.timeout = timeout
-        self._stream: SyncStream | None = SyncStream.connect(address, connect_timeout)
+        self.connect_timeout = connect_timeout
+        self.timeout = connect_timeout if timeout is ... else timeout
+        self._stream: SyncStream | None = None
+        self._closed = False
+
+    @property
+    def connected(self) -> bool:
+        """The socket is open."""
+        return self._stream is not None
 
     @property
     def closed(self) -> bool:
-        """Closed by the caller or broken."""
-        return self._stream is None
+        """Closed by the caller or broken: it will not connect again."""
+        return self._closed or self.session.broken is not None
+
+    def connect(self) -> None:
+        """Open the connection now (a no-op when open).
+
+        Raises:
+            ConnectFailed: the server cannot be reached.
+            ConnectionLost: the transport was closed or broke: it never reconnects silently.
+        """
+        if self._stream is not None:
+            return
+        if self.closed:
+            raise ConnectionLost(f"connection is closed: {self.session.broken or 'by caller'}")
+        self._stream = SyncStream.connect(self.address, self.connect_timeout)
 
     def close(self) -> None:
-        """Close the connection (idempotent)."""
+        """Close the connection (idempotent); what was waiting gets ``ConnectionLost``."""
+        self._closed = True
         self.session.fail(ConnectionLost("closed by caller"))
         self._drop_stream()
 

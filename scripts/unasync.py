@@ -25,6 +25,12 @@ SUBS = [
     (r"\basync with\b", "with"),
     (r"\basync for\b", "for"),
     (r"\bAsync([A-Z]\w*)", r"\1"),
+    (r"\baclose\b", "close"),
+    (r"\b__aenter__\b", "__enter__"),
+    (r"\b__aexit__\b", "__exit__"),
+    (r"\b__aiter__\b", "__iter__"),
+    (r"\b__anext__\b", "__next__"),
+    (r"\bStopAsyncIteration\b", "StopIteration"),
 ]
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from types import TracebackType
 
 from jobwire._pending import Pending
-from jobwire._transport import SyncTransport
+from jobwire._transport import Transport
 from jobwire._url import TCPAddress, UnixAddress, parse_url
 from jobwire.errors import ConnectionLost, LocalProtocolError
 
@@ -59,10 +59,11 @@ class Client(Commands):
 
     def _open(self) -> None:
         self._session = WorkqSession()
-        self._transport = SyncTransport(
+        self._transport = Transport(
             self.address, self._session, timeout=self.timeout,
             connect_timeout=self.connect_timeout,
         )
+        self._transport.connect()
         self.connections += 1
 
     @classmethod
@@ -96,7 +97,7 @@ class Client(Commands):
 
     # -- the transport: move bytes, nothing else -----------------------------------------------
 
-    def _ready(self) -> SyncTransport:
+    def _ready(self) -> Transport:
         if self._closed:
             raise ConnectionLost("client is closed")
         if self._transport.closed or self._session.broken is not None:
