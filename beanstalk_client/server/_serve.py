@@ -31,13 +31,14 @@ import os
 import socket
 import stat
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import cast
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
+from typing import Any, cast
 
 import anyio
 import anyio.abc
 from anyio.abc import SocketAttribute
 
+from jobwire._serving import Scheduler, accept_loop, peer_name
 from jobwire._url import Address, TCPAddress, UnixAddress
 
 from .._commands import Quit
@@ -54,7 +55,6 @@ MAX_JOB_SIZE_LIMIT = 1 << 30
 _READ_SIZE = 1 << 18
 # While a reserve waits, buffer at most this much of what the client sends after it.
 _WAIT_BUFFER_CAP = 1 << 20
-_RETRY_ACCEPT_AFTER = 0.1
 
 
 class Server:
@@ -92,32 +92,6 @@ class Server:
 
     def __repr__(self) -> str:
         return f"<Server {self.url}>"
-
-
-class _Scheduler:
-    """Fires the state's timers; sleeps until the next one or until poked."""
-
-    def __init__(self, state: ServerState) -> None:
-        self._state = state
-        self._wakeup = anyio.Event()
-
-    def poke(self) -> None:
-        self._wakeup.set()
-
-    async def run(self) -> None:
-        state = self._state
-        while True:
-            self._wakeup = anyio.Event()
-            try:
-                state.advance(time.monotonic())
-            except Exception:  # the failed timer is gone; the others must still fire
-                logger.exception("timer failed")
-            due = state.next_deadline()
-            if due is None:
-                await self._wakeup.wait()
-            else:
-                with anyio.move_on_after(max(0.0, due - time.monotonic())):
-                    await self._wakeup.wait()
 
 
 class _Connection:
@@ -221,23 +195,6 @@ class _Connection:
         return reply
 
 
-def _peer_name(stream: anyio.abc.ByteStream) -> str:
-    try:
-        addr = stream.extra(SocketAttribute.remote_address)
-    except (anyio.TypedAttributeLookupError, OSError):
-        return "?"
-    if isinstance(addr, tuple):
-        return f"{addr[0]}:{addr[1]}"
-    return str(addr) or "unix"
-
-
-def _tune(stream: anyio.abc.ByteStream) -> None:
-    with contextlib.suppress(anyio.TypedAttributeLookupError, OSError):
-        sock = stream.extra(SocketAttribute.raw_socket)
-        if sock.family in (socket.AF_INET, socket.AF_INET6):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-
 async def _accept_unix(listening: socket.socket) -> anyio.abc.SocketStream:
     """Accept one unix-socket connection.
 
@@ -274,22 +231,11 @@ def _unix_listen(path: str) -> socket.socket:
     return sock
 
 
-async def _accept_loop(
-    accept: Callable[[], Awaitable[anyio.abc.SocketStream]],
-    state: ServerState,
-    tg: anyio.abc.TaskGroup,
-) -> None:
-    while True:
-        try:
-            stream = await accept()
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            raise
-        except OSError as exc:  # EMFILE, ENFILE, ECONNABORTED...: back off, keep serving
-            logger.warning("accept failed: %s", exc)
-            await anyio.sleep(_RETRY_ACCEPT_AFTER)
-            continue
-        _tune(stream)
-        tg.start_soon(_Connection(stream, state, _peer_name(stream)).run)
+def _serving(state: ServerState) -> Callable[[anyio.abc.SocketStream], Coroutine[Any, Any, None]]:
+    async def serve_connection(stream: anyio.abc.SocketStream) -> None:
+        await _Connection(stream, state, peer_name(stream)).run()
+
+    return serve_connection
 
 
 def _remove_stale_socket(path: str) -> None:
@@ -348,12 +294,12 @@ async def serve(
             bound = multi.listeners[0].extra(SocketAttribute.local_address)
             assert isinstance(bound, tuple)
             address = TCPAddress(str(bound[0]), int(bound[1]))
-        scheduler = _Scheduler(state)
+        scheduler = Scheduler(state.advance, state.next_deadline, time.monotonic, logger)
         state.on_timer = scheduler.poke
         async with anyio.create_task_group() as tg:
             tg.start_soon(scheduler.run)
             for accept in accepts:
-                tg.start_soon(_accept_loop, accept, state, tg)
+                tg.start_soon(accept_loop, accept, _serving(state), tg, logger)
             logger.info("listening on %s", address)
             try:
                 yield Server(state, address)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
-import math
 import time
 from collections.abc import AsyncIterator, Iterator
 from typing import cast
@@ -30,6 +29,7 @@ import anyio.abc
 import anyio.from_thread
 from anyio.abc import SocketAttribute
 
+from jobwire._serving import Scheduler, accept_loop
 from jobwire.errors import RemoteProtocolError
 
 from .._events import NEED_DATA, ConnectionClosed
@@ -52,8 +52,8 @@ class Server:
         self.host = host
         self.port = port
         self.max_body_size = max_body_size
-        self._wake_scheduler = anyio.Event()
         self.state = ServerState(on_timer=self._timer_added, handle_prefix=handle_prefix)
+        self._scheduler = Scheduler(self.state.tick, self.state.next_timer, time.time, logger)
         self._fds = itertools.count(10)
         self._closed = anyio.Event()
         self._scope = anyio.CancelScope()
@@ -71,31 +71,12 @@ class Server:
         await self._closed.wait()
 
     def _timer_added(self) -> None:
-        self._wake_scheduler.set()
+        self._scheduler.poke()
 
-    async def _scheduler(self) -> None:
-        while True:
-            due = self.state.next_timer()
-            wake = self._wake_scheduler = anyio.Event()
-            delay = math.inf if due is None else max(due - time.time(), 0)
-            with anyio.move_on_after(delay):
-                await wake.wait()
-            self.state.tick(time.time())
-
-    async def _serve_listener(
-        self, listener: anyio.abc.SocketListener
-    ) -> None:
+    async def _serve_listener(self, listener: anyio.abc.SocketListener) -> None:
         async with anyio.create_task_group() as tg:
-            while True:
-                try:
-                    stream = await listener.accept()
-                except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                    return
-                except OSError as exc:  # EMFILE and friends: log, back off, go on
-                    logger.warning("accept failed: %s", exc)
-                    await anyio.sleep(0.1)
-                    continue
-                tg.start_soon(self._connection, stream)
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                await accept_loop(listener.accept, self._connection, tg, logger)
 
     async def _connection(self, stream: anyio.abc.SocketStream) -> None:
         try:
@@ -214,7 +195,7 @@ async def serve(
         async def run() -> None:
             with server._scope:
                 async with anyio.create_task_group() as inner:
-                    inner.start_soon(server._scheduler)
+                    inner.start_soon(server._scheduler.run)
                     async with anyio.create_task_group() as accepting:
                         for one in listeners:
                             accepting.start_soon(server._serve_listener, one)

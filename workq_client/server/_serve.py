@@ -23,15 +23,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
-import socket
 import time
-from collections.abc import AsyncIterator, Iterator
-from typing import cast
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from typing import Any, cast
 
 import anyio
 import anyio.abc
 from anyio.abc import SocketAttribute
 
+from jobwire._serving import Scheduler, accept_loop, peer_name
 from jobwire._url import TCPAddress
 
 from .._events import NEED_DATA, ConnectionClosed, Reply
@@ -72,32 +72,6 @@ class Server:
 
     def __repr__(self) -> str:
         return f"<Server {self.url}>"
-
-
-class _Scheduler:
-    """Fires the state's timers; sleeps until the next one or until poked."""
-
-    def __init__(self, state: ServerState) -> None:
-        self._state = state
-        self._wakeup = anyio.Event()
-
-    def poke(self) -> None:
-        self._wakeup.set()
-
-    async def run(self) -> None:
-        state = self._state
-        while True:
-            self._wakeup = anyio.Event()
-            try:
-                state.advance(time.time())
-            except Exception:  # the failed timer is gone; the others must still fire
-                logger.exception("timer failed")
-            due = state.next_deadline()
-            if due is None:
-                await self._wakeup.wait()
-            else:
-                with anyio.move_on_after(max(0.0, due - time.time())):
-                    await self._wakeup.wait()
 
 
 class _Connection:
@@ -191,35 +165,11 @@ class _Connection:
         return reply
 
 
-def _peer_name(stream: anyio.abc.ByteStream) -> str:
-    try:
-        addr = stream.extra(SocketAttribute.remote_address)
-    except (anyio.TypedAttributeLookupError, OSError):
-        return "?"
-    return f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) else str(addr)
+def _serving(state: ServerState) -> Callable[[anyio.abc.SocketStream], Coroutine[Any, Any, None]]:
+    async def serve_connection(stream: anyio.abc.SocketStream) -> None:
+        await _Connection(stream, state, peer_name(stream)).run()
 
-
-def _tune(stream: anyio.abc.ByteStream) -> None:
-    with contextlib.suppress(anyio.TypedAttributeLookupError, OSError):
-        sock = stream.extra(SocketAttribute.raw_socket)
-        if sock.family in (socket.AF_INET, socket.AF_INET6):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-
-async def _accept_loop(
-    listener: anyio.abc.SocketListener, state: ServerState, tg: anyio.abc.TaskGroup
-) -> None:
-    while True:
-        try:
-            stream = await listener.accept()
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            raise
-        except OSError as exc:  # EMFILE, ECONNABORTED...: back off, keep serving
-            logger.warning("accept failed: %s", exc)
-            await anyio.sleep(0.1)
-            continue
-        _tune(stream)
-        tg.start_soon(_Connection(stream, state, _peer_name(stream)).run)
+    return serve_connection
 
 
 @contextlib.asynccontextmanager
@@ -250,12 +200,12 @@ async def serve(
         bound = listeners[0].extra(SocketAttribute.local_address)
         assert isinstance(bound, tuple)
         address = TCPAddress(str(bound[0]), int(bound[1]))
-        scheduler = _Scheduler(state)
+        scheduler = Scheduler(state.advance, state.next_deadline, time.time, logger)
         state.on_timer = scheduler.poke
         async with anyio.create_task_group() as tg:
             tg.start_soon(scheduler.run)
             for listener in listeners:
-                tg.start_soon(_accept_loop, listener, state, tg)
+                tg.start_soon(accept_loop, listener.accept, _serving(state), tg, logger)
             logger.info("listening on %s", address)
             try:
                 yield Server(state, address)
