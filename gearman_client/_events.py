@@ -13,23 +13,13 @@ A Gearman server sends two kinds of packets to a client or worker:
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
-from typing import Final
+
+from jobwire._events import NEED_DATA, NeedData
 
 from ._packets import Packet
 
 __all__ = ["NEED_DATA", "Answer", "ConnectionClosed", "Event", "NeedData", "WrongMagic"]
-
-
-class NeedData(enum.Enum):
-    """The type of :data:`NEED_DATA`; an enum so ``event is NEED_DATA`` narrows for mypy."""
-
-    #: No complete event is buffered: feed more bytes with ``receive_data``.
-    NEED_DATA = "NEED_DATA"
-
-
-NEED_DATA: Final = NeedData.NEED_DATA
 
 
 class Event:

@@ -12,6 +12,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Final
 
+from jobwire._events import NEED_DATA, NeedData
+
 __all__ = [
     "NEED_DATA",
     "OK",
@@ -27,16 +29,6 @@ __all__ = [
     "Record",
     "Reply",
 ]
-
-
-class NeedData(enum.Enum):
-    """The type of :data:`NEED_DATA`; an enum so ``event is NEED_DATA`` narrows for mypy."""
-
-    #: No complete event is buffered: feed more bytes with ``receive_data``.
-    NEED_DATA = "NEED_DATA"
-
-
-NEED_DATA: Final = NeedData.NEED_DATA
 
 
 class Event:
