@@ -1,4 +1,5 @@
-"""What the bundled servers share: the timer task, the accept loop, socket tuning.
+"""What the bundled servers share: the timer task, the accept loop, socket tuning, and the
+per-connection loop of a protocol served strictly in order.
 
 Each protocol's server keeps its decisions in a pure state module (no awaits, the clock passed
 in) and its framing in its Sans-IO core; this module only moves time and connections to them.
@@ -10,13 +11,17 @@ import contextlib
 import logging
 import socket
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import Any, Final, Protocol
 
 import anyio
 import anyio.abc
 from anyio.abc import SocketAttribute
 
-__all__ = ["Scheduler", "accept_loop", "peer_name", "tune"]
+from ._events import NEED_DATA
+
+__all__ = [
+    "CLOSE", "InOrderConnection", "Scheduler", "WaitingConn", "accept_loop", "peer_name", "tune",
+]
 
 #: How long to pause accepting after the system refused a connection (EMFILE, ENFILE ...).
 RETRY_ACCEPT_AFTER = 0.1
@@ -108,3 +113,165 @@ async def accept_loop(
             continue
         tune(stream)
         tg.start_soon(serve_connection, stream)
+
+
+class WaitingConn(Protocol):
+    """What :class:`InOrderConnection` needs of a server state's per-connection record."""
+
+    #: Set (with ``on_reply`` called) when the state answers a command that had to wait.
+    reply: Any
+    on_reply: Callable[[], None] | None
+
+    def take_reply(self) -> Any: ...
+
+
+#: What :meth:`InOrderConnection.answer` returns to end the connection after the replies so far.
+CLOSE: Final = object()
+
+
+class InOrderConnection:
+    """Serves one client of a protocol that answers a connection's commands strictly in order,
+    where some commands wait for an event (a beanstalk ``reserve``, a Workq ``lease``).
+
+    * **One send per read chunk.** Every complete command in a chunk is answered and the replies
+      go out in one ``send``.
+    * **A waiting command holds the line.** The replies before it are sent; then the socket is
+      only watched (up to ``wait_buffer_cap`` bytes are read ahead, then TCP pushes back) until
+      the state answers it. The answer cancels the pending read; no data is lost.
+    * **A vanished peer** (end of input) is reported to the state at once (``peer_closed``), so
+      a waiting command is answered (TIMED_OUT, -TIMEOUT) rather than handed a job.
+    * **Isolation.** Nothing escapes :meth:`run`: a bug costs one connection, never the server.
+
+    Subclasses bind it to their core and state: ``proto``, :meth:`open`, :meth:`answer`,
+    :meth:`peer_closed`, :meth:`close`, and ``clock``.
+    """
+
+    #: The protocol's server-role core: ``receive_data(bytes)``, ``next_event()``.
+    proto: Any
+    #: The state's record of this connection, once :meth:`open` ran.
+    conn: WaitingConn
+
+    def __init__(
+        self,
+        stream: anyio.abc.ByteStream,
+        peer: str,
+        *,
+        clock: Callable[[], float],
+        logger: logging.Logger,
+        read_size: int = 1 << 18,
+        wait_buffer_cap: int = 1 << 20,
+    ) -> None:
+        self.stream = stream
+        self.peer = peer
+        self.clock = clock
+        self.logger = logger
+        self._read_size = read_size
+        self._wait_buffer_cap = wait_buffer_cap
+        self._eof = False
+
+    # -- what a protocol supplies --------------------------------------------------------------
+
+    def open(self, now: float) -> WaitingConn:
+        """Register the connection with the state; return its record."""
+        raise NotImplementedError
+
+    def answer(self, event: object, now: float) -> Any:
+        """The reply to ``event`` (a command or a framing error), ``None`` when it waits, or
+        :data:`CLOSE` to end the connection."""
+        raise NotImplementedError
+
+    def peer_closed(self, now: float) -> None:
+        """The client closed its sending side."""
+        raise NotImplementedError
+
+    def close(self, now: float) -> None:
+        """Forget the connection (release what it held). Called at least once, maybe twice."""
+        raise NotImplementedError
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Serve the connection until it ends; never raises but cancellation."""
+        # Registered here, not in __init__: a task cancelled before its first step never runs
+        # its finally clause, and the state must never keep a connection nobody will close.
+        self.conn = self.open(self.clock())
+        self.logger.info("open %s", self.peer)
+        try:
+            await self._serve()
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            self.logger.info("connection %s broke: %r", self.peer, exc)
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception:  # a bug must cost one connection, never the server
+            self.logger.exception("connection %s failed", self.peer)
+        finally:
+            try:
+                self.close(self.clock())
+            except Exception:
+                self.logger.exception("connection %s: cleanup failed", self.peer)
+            with anyio.CancelScope(shield=True):
+                await self.stream.aclose()
+            self.logger.info("close %s", self.peer)
+
+    async def _receive(self) -> bytes:
+        try:
+            data = await self.stream.receive(self._read_size)
+        except anyio.EndOfStream:
+            data = b""
+        self.proto.receive_data(data)
+        if not data:
+            self._eof = True
+            self.peer_closed(self.clock())
+        return data
+
+    async def _serve(self) -> None:
+        proto = self.proto
+        while True:
+            if not self._eof:
+                await self._receive()
+            out: list[bytes] = []
+            while True:
+                event = proto.next_event()
+                if event is NEED_DATA:
+                    break
+                reply = self.answer(event, self.clock())
+                if reply is CLOSE:
+                    # Release the connection's jobs before the last send, which yields to the
+                    # loop: a command another client sends right after must see it gone.
+                    self.close(self.clock())
+                    if out:
+                        await self.stream.send(b"".join(out))
+                    return
+                if reply is None:  # it waits: the client gets what came before it now
+                    if out:
+                        await self.stream.send(b"".join(out))
+                        out = []
+                    reply = await self._wait()
+                out.append(reply.encode())
+            if out:
+                await self.stream.send(b"".join(out))
+
+    async def _wait(self) -> Any:
+        """Wait for the state to answer this connection's waiting command, watching the socket
+        for a vanished peer.
+
+        Raises:
+            anyio.BrokenResourceError, OSError: the connection broke while waiting.
+        """
+        conn = self.conn
+        buffered = 0
+        while conn.reply is None:
+            if self._eof:  # already closed: the state answers the command now
+                self.peer_closed(self.clock())
+                break
+            with anyio.CancelScope() as scope:
+                conn.on_reply = scope.cancel
+                if buffered >= self._wait_buffer_cap:
+                    # The client pipelines heavily behind a waiting command: stop reading and
+                    # let TCP push back until the command is answered.
+                    await anyio.sleep_forever()
+                buffered += len(await self._receive())
+            conn.on_reply = None
+        reply = conn.take_reply()
+        assert reply is not None, "peer_closed() must answer a waiting command"
+        return reply

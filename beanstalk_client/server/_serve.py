@@ -38,13 +38,13 @@ import anyio
 import anyio.abc
 from anyio.abc import SocketAttribute
 
-from jobwire._serving import Scheduler, accept_loop, peer_name
+from jobwire._serving import CLOSE, InOrderConnection, Scheduler, accept_loop, peer_name
 from jobwire._url import Address, TCPAddress, UnixAddress
 
 from .._commands import Quit
-from .._events import NEED_DATA, ConnectionClosed, Reply
+from .._events import ConnectionClosed, Reply
 from .._server_protocol import BadRequest, ServerConnection
-from ._state import ServerState
+from ._state import ConnState, ServerState
 
 __all__ = ["MAX_JOB_SIZE_LIMIT", "Server", "run_server", "serve"]
 
@@ -94,105 +94,34 @@ class Server:
         return f"<Server {self.url}>"
 
 
-class _Connection:
-    """Moves one client's bytes between its socket, the protocol core and the state."""
+class _Connection(InOrderConnection):
+    """One client: beanstalkd's rules on the shared in-order connection loop."""
 
-    __slots__ = ("_conn", "_peer", "_proto", "_state", "_stream")
+    conn: ConnState
 
     def __init__(self, stream: anyio.abc.ByteStream, state: ServerState, peer: str) -> None:
-        self._stream = stream
-        self._state = state
-        self._proto = ServerConnection(max_job_size=state.max_job_size)
-        self._peer = peer
+        super().__init__(
+            stream, peer, clock=time.monotonic, logger=logger, read_size=_READ_SIZE,
+            wait_buffer_cap=_WAIT_BUFFER_CAP,
+        )
+        self.state = state
+        self.proto = ServerConnection(max_job_size=state.max_job_size)
 
-    async def run(self) -> None:
-        # Registered here, not in __init__: a task cancelled before its first step never runs
-        # its finally clause, and the state must never keep a connection nobody will close.
-        self._conn = self._state.connect(time.monotonic())
-        logger.info("open %s (connection %d)", self._peer, self._conn.id)
-        try:
-            await self._serve()
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-            logger.info("connection %d broke: %r", self._conn.id, exc)
-        except anyio.get_cancelled_exc_class():
-            raise
-        except Exception:  # a bug must cost one connection, never the server
-            logger.exception("connection %d failed", self._conn.id)
-        finally:
-            try:
-                self._state.disconnect(self._conn, time.monotonic())
-            except Exception:
-                logger.exception("connection %d: cleanup failed", self._conn.id)
-            with anyio.CancelScope(shield=True):
-                await self._stream.aclose()
-            logger.info("close %s (connection %d)", self._peer, self._conn.id)
+    def open(self, now: float) -> ConnState:
+        return self.state.connect(now)
 
-    async def _receive(self) -> bytes:
-        try:
-            return await self._stream.receive(_READ_SIZE)
-        except anyio.EndOfStream:
-            return b""
+    def answer(self, event: object, now: float) -> Reply | object | None:
+        if isinstance(event, BadRequest):
+            return self.state.bad_request(self.conn, event.code, now)
+        if isinstance(event, (ConnectionClosed, Quit)):
+            return CLOSE
+        return self.state.execute(self.conn, event, now)  # type: ignore[arg-type]
 
-    async def _serve(self) -> None:
-        proto, state, conn = self._proto, self._state, self._conn
-        while True:
-            data = await self._receive()
-            proto.receive_data(data)
-            if not data:
-                state.half_close(conn, time.monotonic())
-            out: list[bytes] = []
-            while True:
-                event = proto.next_event()
-                if event is NEED_DATA:
-                    break
-                if isinstance(event, BadRequest):
-                    out.append(state.bad_request(conn, event.code, time.monotonic()).encode())
-                    continue
-                if isinstance(event, (ConnectionClosed, Quit)):
-                    # Release the connection's jobs and tubes before the last send, which
-                    # yields to the loop: a command another client sends right after this one
-                    # closed must already see it gone (as with beanstalkd).
-                    state.disconnect(conn, time.monotonic())
-                    if out:
-                        await self._stream.send(b"".join(out))
-                    return
-                reply = state.execute(conn, event, time.monotonic())
-                if reply is None:  # a reserve waits: the client gets what came before it now
-                    if out:
-                        await self._stream.send(b"".join(out))
-                        out = []
-                    reply = await self._wait()
-                out.append(reply.encode())
-            if out:
-                await self._stream.send(b"".join(out))
+    def peer_closed(self, now: float) -> None:
+        self.state.half_close(self.conn, now)  # a waiting reserve gets TIMED_OUT
 
-    async def _wait(self) -> Reply:
-        """Wait for the state to answer this connection's reserve, watching the socket.
-
-        The answer cancels the pending receive (no data is lost: it stays in the stream), so a
-        half-close is handled in this same task, without a hop through a helper task.
-
-        Raises:
-            anyio.BrokenResourceError, OSError: the connection broke while waiting.
-        """
-        conn = self._conn
-        buffered = 0
-        while conn.reply is None:
-            with anyio.CancelScope() as scope:
-                conn.on_reply = scope.cancel
-                if buffered >= _WAIT_BUFFER_CAP:
-                    # The client pipelines heavily behind a blocking reserve: stop reading (as
-                    # beanstalkd does) and let TCP push back until the reserve is answered.
-                    await anyio.sleep_forever()
-                data = await self._receive()
-                self._proto.receive_data(data)
-                buffered += len(data)
-            conn.on_reply = None
-            if not scope.cancelled_caught and not data:
-                self._state.half_close(conn, time.monotonic())  # answers TIMED_OUT
-        reply = conn.take_reply()
-        assert reply is not None
-        return reply
+    def close(self, now: float) -> None:
+        self.state.disconnect(self.conn, now)
 
 
 async def _accept_unix(listening: socket.socket) -> anyio.abc.SocketStream:

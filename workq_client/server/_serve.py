@@ -31,12 +31,12 @@ import anyio
 import anyio.abc
 from anyio.abc import SocketAttribute
 
-from jobwire._serving import Scheduler, accept_loop, peer_name
+from jobwire._serving import CLOSE, InOrderConnection, Scheduler, accept_loop, peer_name
 from jobwire._url import TCPAddress
 
-from .._events import NEED_DATA, ConnectionClosed, Reply
+from .._events import ConnectionClosed, Reply
 from .._server_protocol import BadRequest, ServerConnection
-from ._state import ServerState
+from ._state import ConnState, ServerState
 
 __all__ = ["DEFAULT_PORT", "Server", "run_server", "serve"]
 
@@ -74,95 +74,34 @@ class Server:
         return f"<Server {self.url}>"
 
 
-class _Connection:
-    """Moves one client's bytes between its socket, the protocol core and the state."""
+class _Connection(InOrderConnection):
+    """One client: Workq's rules on the shared in-order connection loop."""
+
+    conn: ConnState
 
     def __init__(self, stream: anyio.abc.ByteStream, state: ServerState, peer: str) -> None:
-        self._stream = stream
-        self._state = state
-        self._proto = ServerConnection()
-        self._peer = peer
-        self._eof = False
+        super().__init__(
+            stream, peer, clock=time.time, logger=logger, read_size=_READ_SIZE,
+            wait_buffer_cap=_WAIT_BUFFER_CAP,
+        )
+        self.state = state
+        self.proto = ServerConnection()
 
-    async def run(self) -> None:
-        self._conn = self._state.connect(time.time())
-        logger.info("open %s (connection %d)", self._peer, self._conn.id)
-        try:
-            await self._serve()
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-            logger.info("connection %s broke: %r", self._peer, exc)
-        except anyio.get_cancelled_exc_class():
-            raise
-        except Exception:  # a bug must cost one connection, never the server
-            logger.exception("connection %s failed", self._peer)
-        finally:
-            try:
-                self._state.disconnect(self._conn, time.time())
-            except Exception:
-                logger.exception("connection %s: cleanup failed", self._peer)
-            with anyio.CancelScope(shield=True):
-                await self._stream.aclose()
-            logger.info("close %s", self._peer)
+    def open(self, now: float) -> ConnState:
+        return self.state.connect(now)
 
-    async def _receive(self) -> bytes:
-        try:
-            return await self._stream.receive(_READ_SIZE)
-        except anyio.EndOfStream:
-            return b""
+    def answer(self, event: object, now: float) -> Reply | object | None:
+        if isinstance(event, BadRequest):
+            return event.reply
+        if isinstance(event, ConnectionClosed):
+            return CLOSE
+        return self.state.execute(self.conn, event, now)  # type: ignore[arg-type]
 
-    async def _serve(self) -> None:
-        proto, state, conn = self._proto, self._state, self._conn
-        while True:
-            if not self._eof:
-                data = await self._receive()
-                proto.receive_data(data)
-                self._eof = not data
-            out: list[bytes] = []
-            while True:
-                event = proto.next_event()
-                if event is NEED_DATA:
-                    break
-                if isinstance(event, BadRequest):
-                    out.append(event.reply.encode())
-                    continue
-                if isinstance(event, ConnectionClosed):
-                    state.disconnect(conn, time.time())
-                    if out:
-                        await self._stream.send(b"".join(out))
-                    return
-                reply = state.execute(conn, event, time.time())
-                if reply is None:  # it blocks: the client gets what came before it now
-                    if out:
-                        await self._stream.send(b"".join(out))
-                        out = []
-                    reply = await self._wait()
-                out.append(reply.encode())
-            if out:
-                await self._stream.send(b"".join(out))
+    def peer_closed(self, now: float) -> None:
+        self.state.half_close(self.conn, now)  # a waiting lease/run/result gets -TIMEOUT
 
-    async def _wait(self) -> Reply:
-        """Wait for the state to answer this connection's blocked command, watching the socket
-        for a vanished peer (the reply cancels the pending receive; no data is lost)."""
-        conn = self._conn
-        buffered = 0
-        while conn.reply is None:
-            if self._eof:  # the peer already closed its side: answer -TIMEOUT now
-                self._state.half_close(conn, time.time())
-                break
-            with anyio.CancelScope() as scope:
-                conn.on_reply = scope.cancel
-                if buffered >= _WAIT_BUFFER_CAP:
-                    await anyio.sleep_forever()
-                data = await self._receive()
-                self._proto.receive_data(data)
-                buffered += len(data)
-                if not data:
-                    self._eof = True
-                    self._state.half_close(conn, time.time())  # answers -TIMEOUT
-            conn.on_reply = None
-        reply = conn.take_reply()
-        assert reply is not None
-        return reply
+    def close(self, now: float) -> None:
+        self.state.disconnect(self.conn, now)
 
 
 def _serving(state: ServerState) -> Callable[[anyio.abc.SocketStream], Coroutine[Any, Any, None]]:
