@@ -325,7 +325,6 @@ def no_server_errors(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
     assert not errors, [r.getMessage() for r in errors]
 
 
-@pytest.mark.skipif(not TRANSCRIPT.exists(), reason=f"{TRANSCRIPT} not found")
 def test_replay_transcript_bundled(no_server_errors: None) -> None:
     with run_server(max_job_size=1024) as server:
         assert isinstance(server.address, TCPAddress)
@@ -351,7 +350,6 @@ def real_beanstalkd() -> Iterator[tuple[TCPAddress, int]]:
 
 
 @pytest.mark.real_server
-@pytest.mark.skipif(not TRANSCRIPT.exists(), reason=f"{TRANSCRIPT} not found")
 def test_replay_transcript_real_beanstalkd(real_beanstalkd: tuple[TCPAddress, int]) -> None:
     # The same replay against the server the transcript was recorded from: if this fails, the
     # connection plan or the normalisation is wrong, not the bundled server.
