@@ -119,22 +119,10 @@ class AsyncClient(AsyncCommands):
     async def _call_many(
         self, commands: Iterable[Command[Reply]], window: int
     ) -> list[Pending[Reply]]:
-        if window < 1:
-            raise ValueError("window must be >= 1")
-        transport = self._transport
-        await transport.connect()
-        pendings: list[Pending[Reply]] = []
-        limit = self._limit(0.0)
-        for command in commands:
-            if len(pendings) >= window and not pendings[-window].done:
-                # Refill only once half the window has drained: fewer, larger writes.
-                await transport.flush()
-                await transport.wait_done(pendings[-(window // 2) - 1], limit)
-            pendings.append(self._session.submit(command))
-        await transport.flush()
-        for pending in pendings:
-            await transport.wait_done(pending, limit)
-        return pendings
+        await self._transport.connect()
+        return await self._transport.pipeline(
+            self._session.submit, commands, window, self._limit(0.0)
+        )
 
     # -- for workers: submit without waiting, one dedicated reader ------------------------------
 

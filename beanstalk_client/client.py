@@ -102,17 +102,4 @@ class Client(Commands):
         return self._transport.wait(pending, limit)
 
     def _call_many(self, commands: Iterable[Command[Reply]], window: int) -> list[Pending[Reply]]:
-        if window < 1:
-            raise ValueError("window must be >= 1")
-        transport = self._transport
-        pendings: list[Pending[Reply]] = []
-        for command in commands:
-            if self._session.in_flight >= window:
-                # Refill only once half the window has drained: fewer, larger writes.
-                transport.flush()
-                transport.wait_done(pendings[-(window // 2) - 1], self.timeout)
-            pendings.append(self._session.submit(command))
-        transport.flush()
-        if pendings:
-            transport.wait_done(pendings[-1], self.timeout)
-        return pendings
+        return self._transport.pipeline(self._session.submit, commands, window, self.timeout)

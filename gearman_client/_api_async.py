@@ -360,19 +360,17 @@ class AsyncClient:
             raise LocalProtocolError("window must be >= 1")
         limit = self._limit(timeout)
         server, transport, session = await self._pool.pick_server(None)
-        pendings: list[Pending[Any]] = []
-        for function, data in jobs:
-            packet = pk.submit_packet(as_bytes(function, "function"), as_bytes(data, "data"),
-                                      priority=priority, background=True)
-            if len(pendings) >= window and not pendings[-window].done:
-                await transport.flush()
-                await transport.wait_done(pendings[-(window // 2) - 1], limit)
-            pendings.append(session.request(packet))
-        await transport.flush()
+
+        def submit(job: tuple[str | bytes, str | bytes]) -> Pending[Any]:
+            function, data = job
+            return session.request(pk.submit_packet(
+                as_bytes(function, "function"), as_bytes(data, "data"), priority=priority,
+                background=True,
+            ))
+
+        pendings = await transport.pipeline(submit, jobs, window, limit)
         results: list[bytes | ServerError] = []
         for pending in pendings:
-            if not pending.done:
-                await transport.wait_done(pending, limit)
             if isinstance(pending.error, ServerError):
                 results.append(pending.error)
                 continue

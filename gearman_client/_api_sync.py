@@ -361,19 +361,17 @@ class Client:
             raise LocalProtocolError("window must be >= 1")
         limit = self._limit(timeout)
         server, transport, session = self._pool.pick_server(None)
-        pendings: list[Pending[Any]] = []
-        for function, data in jobs:
-            packet = pk.submit_packet(as_bytes(function, "function"), as_bytes(data, "data"),
-                                      priority=priority, background=True)
-            if len(pendings) >= window and not pendings[-window].done:
-                transport.flush()
-                transport.wait_done(pendings[-(window // 2) - 1], limit)
-            pendings.append(session.request(packet))
-        transport.flush()
+
+        def submit(job: tuple[str | bytes, str | bytes]) -> Pending[Any]:
+            function, data = job
+            return session.request(pk.submit_packet(
+                as_bytes(function, "function"), as_bytes(data, "data"), priority=priority,
+                background=True,
+            ))
+
+        pendings = transport.pipeline(submit, jobs, window, limit)
         results: list[bytes | ServerError] = []
         for pending in pendings:
-            if not pending.done:
-                transport.wait_done(pending, limit)
             if isinstance(pending.error, ServerError):
                 results.append(pending.error)
                 continue

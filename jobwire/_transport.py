@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Iterable
 from types import EllipsisType
 from typing import Any, TypeVar
 
@@ -35,11 +36,13 @@ from ._pending import Pending
 from ._session import SessionLike
 from ._streams import AsyncStream, SyncStream
 from ._url import Address
-from .errors import ConnectionLost, JobwireError, OperationTimeout
+from .errors import ConnectionLost, JobwireError, LocalProtocolError, OperationTimeout
 
 __all__ = ["AsyncTransport", "Transport"]
 
 R = TypeVar("R")
+T = TypeVar("T")
+P = TypeVar("P", bound=Pending[Any])
 
 
 class AsyncTransport:
@@ -174,6 +177,35 @@ class AsyncTransport:
                     self._waiters.pop(pending, None)
             else:
                 await self._read_until(pending)
+
+    async def pipeline(
+        self, submit: Callable[[T], P], items: Iterable[T], window: int, limit: float | None
+    ) -> list[P]:
+        """Pipeline a bulk call: ``submit(item)`` queues each request (returning its Pending),
+        with at most ``window`` unanswered at once; then wait until every one is done.
+
+        Refills only once half the window has drained (fewer, larger writes). A request's own
+        error stays in its Pending for the caller to collect; NOTES.md on why the window is
+        bounded: an unbounded burst is slower than a window.
+
+        Raises:
+            LocalProtocolError: ``window`` < 1, or ``submit`` refused an item (those before it
+                stay queued; their replies are read with the next call).
+            OperationTimeout: a wait ran out (``limit`` seconds for the oldest outstanding).
+            ConnectionLost: not connected.
+        """
+        if window < 1:
+            raise LocalProtocolError("window must be >= 1")
+        pendings: list[P] = []
+        for item in items:
+            if len(pendings) >= window and not pendings[-window].done:
+                await self.flush()
+                await self.wait_done(pendings[-(window // 2) - 1], limit)
+            pendings.append(submit(item))
+        await self.flush()
+        for pending in pendings:
+            await self.wait_done(pending, limit)
+        return pendings
 
     async def serve(self) -> None:
         """Be the reader until cancelled: read, feed the session, flush what its callbacks
@@ -340,6 +372,27 @@ class Transport:
             if deadline is not None:
                 timeout = max(deadline - time.monotonic(), 0.001)
             self.flush()  # what the session's callbacks queued
+
+    def pipeline(
+        self, submit: Callable[[T], P], items: Iterable[T], window: int, limit: float | None
+    ) -> list[P]:
+        """The blocking twin of :meth:`AsyncTransport.pipeline`.
+
+        Raises:
+            LocalProtocolError, OperationTimeout, ConnectionLost: as there.
+        """
+        if window < 1:
+            raise LocalProtocolError("window must be >= 1")
+        pendings: list[P] = []
+        for item in items:
+            if len(pendings) >= window and not pendings[-window].done:
+                self.flush()
+                self.wait_done(pendings[-(window // 2) - 1], limit)
+            pendings.append(submit(item))
+        self.flush()
+        for pending in pendings:
+            self.wait_done(pending, limit)
+        return pendings
 
     def _usable(self) -> SyncStream:
         stream = self._stream

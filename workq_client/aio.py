@@ -25,7 +25,7 @@ import anyio
 from jobwire._pending import Pending
 from jobwire._transport import AsyncTransport
 from jobwire._url import TCPAddress, UnixAddress, parse_url
-from jobwire.errors import ConnectionLost, JobwireError, LocalProtocolError
+from jobwire.errors import ConnectionLost, LocalProtocolError
 
 from ._api_async import AsyncCommands
 from ._commands import Command
@@ -146,25 +146,7 @@ class AsyncClient(AsyncCommands):
             raise
 
     async def _call_many(self, commands: Iterable[Command], window: int) -> list[Pending[Reply]]:
-        if window < 1:
-            raise ValueError("window must be >= 1")
         await self.connect()
-        transport, session = self._transport, self._session
-        pendings: list[Pending[Reply]] = []
-        for command in commands:
-            if session.in_flight >= window:
-                # Refill only once half the window has drained: fewer, larger writes.
-                await transport.flush()
-                await self._settle(transport, pendings[-(window // 2) - 1])
-            pendings.append(session.submit(command))
-        await transport.flush()
-        if pendings:
-            await self._settle(transport, pendings[-1])
-        return pendings
-
-    async def _settle(self, transport: AsyncTransport, pending: Pending[Reply]) -> None:
-        try:
-            await transport.wait_done(pending, self._limit(0.0))
-        except JobwireError:
-            if not pending.done:
-                raise
+        return await self._transport.pipeline(
+            self._session.submit, commands, window, self._limit(0.0)
+        )

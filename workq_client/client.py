@@ -115,16 +115,4 @@ class Client(Commands):
         return transport.wait(pending, self._limit(wait))
 
     def _call_many(self, commands: Iterable[Command], window: int) -> list[Pending[Reply]]:
-        if window < 1:
-            raise ValueError("window must be >= 1")
-        transport, session = self._ready(), self._session
-        pendings: list[Pending[Reply]] = []
-        for command in commands:
-            if session.in_flight >= window:
-                transport.flush()
-                transport.wait_done(pendings[-(window // 2) - 1], self._limit(0.0))
-            pendings.append(session.submit(command))
-        transport.flush()
-        if pendings:
-            transport.wait_done(pendings[-1], self._limit(0.0))
-        return pendings
+        return self._ready().pipeline(self._session.submit, commands, window, self._limit(0.0))
