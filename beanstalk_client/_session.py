@@ -19,10 +19,10 @@ from typing import TypeVar
 
 from jobwire._pending import Pending as BasePending
 from jobwire._session import FifoSession
-from jobwire.errors import ConnectionLost, RemoteProtocolError
+from jobwire.errors import RemoteProtocolError
 
 from ._commands import Command, Release, StatsJob
-from ._events import NEED_DATA, BuriedReply, ConnectionClosed, ErrorReply, Ok, Reply, Reserved
+from ._events import BuriedReply, ConnectionClosed, ErrorReply, Ok, Reply, Reserved
 from ._protocol import DEFAULT_MAX_BODY_SIZE, Connection
 from ._stats import parse_job_stats
 from .errors import ERRORS, Buried
@@ -46,6 +46,7 @@ class Session(FifoSession["Pending[Reply]"]):
     """A client connection's core plus the FIFO of callers awaiting replies."""
 
     __slots__ = ("conn",)
+    closed_event = ConnectionClosed
 
     def __init__(self, *, max_body_size: int = DEFAULT_MAX_BODY_SIZE) -> None:
         super().__init__()
@@ -64,28 +65,9 @@ class Session(FifoSession["Pending[Reply]"]):
         self.expect(pending)
         return pending
 
-    def receive_data(self, data: bytes) -> None:
-        """Feed bytes from the socket (``b""`` at EOF) and complete every Pending they answer."""
-        self.conn.receive_data(data)
-        fifo = self._fifo
-        conn = self.conn
-        while True:
-            try:
-                event = conn.next_event()
-            except RemoteProtocolError as exc:
-                self.fail(exc)
-                return
-            if event is NEED_DATA:
-                return
-            if isinstance(event, ConnectionClosed):
-                what = "mid-reply" if event.partial else "with replies outstanding"
-                self.fail(
-                    ConnectionLost(f"server closed the connection {what}: {event.reason}")
-                    if event.pending
-                    else ConnectionLost(f"server closed the connection: {event.reason}")
-                )
-                return
-            self._complete(fifo.popleft(), event)
+    def dispatch(self, event: Reply) -> None:
+        """Complete the oldest Pending with ``event``: its reply, or a typed error."""
+        self._complete(self._fifo.popleft(), event)
 
     def _complete(self, pending: Pending[Reply], reply: Reply) -> None:
         command = pending.command

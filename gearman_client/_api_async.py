@@ -26,9 +26,7 @@ from jobwire._pending import Pending
 from jobwire._url import Address, parse_url
 from jobwire.errors import (
     ConnectFailed,
-    ConnectionLost,
     JobwireConnectionError,
-    JobwireError,
     LocalProtocolError,
     RemoteProtocolError,
 )
@@ -36,9 +34,8 @@ from jobwire.errors import (
 from . import _admin as adm
 from . import _packets as pk
 from ._backends import AsyncBackend, AsyncTransport
-from ._events import NEED_DATA, ConnectionClosed
 from ._packets import Priority
-from ._session import GearmanSession, JobTracker, Update
+from ._session import AdminSession, GearmanSession, JobTracker, Update
 from .errors import BulkSubmitError, GearmanError, ServerError
 
 __all__ = ["AsyncAdmin", "AsyncClient", "JobStatus", "as_bytes"]
@@ -515,51 +512,6 @@ class AsyncClient:
         return reply.data  # type: ignore[no-any-return]
 
 
-class _AdminSession:
-    """An admin connection's core and its FIFO of callers (driven by the transports)."""
-
-    def __init__(self) -> None:
-        self.conn = adm.AdminConnection()
-        self._out = bytearray()
-        self._fifo: list[Pending[adm.AdminReply]] = []
-        self.broken: JobwireError | None = None
-
-    def request(self, command: adm.AdminCommand) -> Pending[adm.AdminReply]:
-        if self.broken is not None:
-            raise ConnectionLost(f"connection unusable: {self.broken}")
-        self._out += self.conn.send(command)
-        pending: Pending[adm.AdminReply] = Pending(type(command).__name__)
-        self._fifo.append(pending)
-        return pending
-
-    def data_to_send(self) -> bytes:
-        data = bytes(self._out)
-        self._out.clear()
-        return data
-
-    def receive_data(self, data: bytes) -> None:
-        self.conn.receive_data(data)
-        while True:
-            try:
-                event = self.conn.next_event()
-            except RemoteProtocolError as exc:
-                self.fail(exc)
-                return
-            if event is NEED_DATA:
-                return
-            if isinstance(event, ConnectionClosed):
-                self.fail(ConnectionLost("server closed the admin connection"))
-                return
-            self._fifo.pop(0).resolve(event[1])
-
-    def fail(self, error: JobwireError) -> None:
-        if self.broken is None:
-            self.broken = error
-        fifo, self._fifo = self._fifo, []
-        for pending in fifo:
-            pending.reject(type(error)(str(error)))
-
-
 class AsyncAdmin:
     """The text admin protocol of one server, with typed results.
 
@@ -581,7 +533,7 @@ class AsyncAdmin:
     ) -> None:
         [address] = _addresses(server)
         self.timeout = timeout
-        self._session = _AdminSession()
+        self._session = AdminSession()
         self._transport = AsyncTransport(
             address, self._session, connect_timeout=timeout if connect_timeout is None
             else connect_timeout,

@@ -11,20 +11,21 @@ WORK_COMPLETE / WORK_FAIL / WORK_EXCEPTION. NOOP and unmatched ERRORs go to call
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from jobwire._pending import Pending
-from jobwire.errors import ConnectionLost, JobwireError, RemoteProtocolError
+from jobwire._session import FifoSession
+from jobwire.errors import JobwireError
 
+from . import _admin as adm
 from . import _packets as pk
-from ._events import NEED_DATA, Answer, ConnectionClosed
+from ._events import Answer, ConnectionClosed
 from ._protocol import Connection
 from .errors import JobException, JobFailed, server_error
 
-__all__ = ["GearmanSession", "JobTracker", "Update"]
+__all__ = ["AdminSession", "GearmanSession", "JobTracker", "Update"]
 
 logger = logging.getLogger("gearman_client")
 
@@ -41,23 +42,20 @@ class JobTracker:
     handle: bytes | None = None
 
 
-class GearmanSession:
-    """One connection's core, outgoing bytes, and the callers waiting on it."""
+class GearmanSession(FifoSession[Pending[Any]]):
+    """One connection's core, outgoing bytes, and the callers waiting on it: answers complete
+    Pendings in FIFO order, WORK_* packets go to the trackers of their handle."""
+
+    closed_event = ConnectionClosed
 
     def __init__(self, *, max_body_size: int = pk.DEFAULT_MAX_BODY_SIZE) -> None:
+        super().__init__()
         self.conn = Connection(max_body_size=max_body_size)
-        self._out = bytearray()
-        self._fifo: deque[Pending[Any]] = deque()
         self.jobs: dict[bytes, list[JobTracker]] = {}
-        self.broken: JobwireError | None = None
         #: Called on NOOP (a worker's wake-up).
         self.on_noop: Callable[[], None] | None = None
         #: Called with an ERROR that answers no request (JOB_NOT_FOUND to a late result).
         self.on_error: Callable[[pk.Error], None] | None = None
-
-    @property
-    def in_flight(self) -> int:
-        return len(self._fifo)
 
     def request(self, packet: pk.Packet) -> Pending[Any]:
         """Queue ``packet``; return the Pending its answer completes (a request without answer
@@ -67,12 +65,11 @@ class GearmanSession:
             ConnectionLost: the connection is broken.
             LocalProtocolError: the packet is invalid (nothing queued).
         """
-        if self.broken is not None:
-            raise ConnectionLost(f"connection unusable: {self.broken}")
-        self._out += self.conn.send(packet)
+        self.check_usable()
+        self.queue(self.conn.send(packet))
         pending: Pending[Any] = Pending(type(packet).__name__)
         if self.conn.awaiting_answers > len(self._fifo):
-            self._fifo.append(pending)
+            self.expect(pending)
         else:
             pending.resolve(None)
         return pending
@@ -100,45 +97,24 @@ class GearmanSession:
             else:
                 del self.jobs[handle]
 
-    def data_to_send(self) -> bytes:
-        if not self._out:
-            return b""
-        data = bytes(self._out)
-        self._out.clear()
-        return data
-
-    def receive_data(self, data: bytes) -> None:
-        conn = self.conn
-        conn.receive_data(data)
-        while True:
-            try:
-                event = conn.next_event()
-            except RemoteProtocolError as exc:
-                self.fail(exc)
-                return
-            if event is NEED_DATA:
-                return
-            if isinstance(event, ConnectionClosed):
-                self.fail(ConnectionLost(
-                    "server closed the connection"
-                    + (" mid-packet" if event.partial else "")
-                ))
-                return
-            if isinstance(event, Answer):
-                pending = self._fifo.popleft()
-                reply = event.reply
-                if isinstance(reply, pk.Error):
-                    pending.reject(server_error(reply.code, reply.text))
-                else:
-                    pending.resolve(reply)
-            elif isinstance(event, pk.Noop):
-                if self.on_noop is not None:
-                    self.on_noop()
-            elif isinstance(event, pk.Error):
-                if self.on_error is not None:
-                    self.on_error(event)
+    def dispatch(self, event: Answer | pk.Packet) -> None:
+        """An answer completes the oldest Pending; NOOP, an unmatched ERROR and WORK_* packets
+        go to the worker's callbacks and the job trackers."""
+        if isinstance(event, Answer):
+            pending = self._fifo.popleft()
+            reply = event.reply
+            if isinstance(reply, pk.Error):
+                pending.reject(server_error(reply.code, reply.text))
             else:
-                self._work(event)
+                pending.resolve(reply)
+        elif isinstance(event, pk.Noop):
+            if self.on_noop is not None:
+                self.on_noop()
+        elif isinstance(event, pk.Error):
+            if self.on_error is not None:
+                self.on_error(event)
+        else:
+            self._work(event)
 
     def _work(self, packet: pk.Packet) -> None:
         handle: bytes = packet.handle  # type: ignore[attr-defined]
@@ -163,11 +139,36 @@ class GearmanSession:
                 tracker.pending.reject(JobFailed(handle))
 
     def fail(self, error: JobwireError) -> None:
-        if self.broken is None:
-            self.broken = error
-        while self._fifo:
-            self._fifo.popleft().reject(type(error)(str(error)))
+        """Fail every waiting request and every tracked job with ``error``."""
+        super().fail(error)
         jobs, self.jobs = self.jobs, {}
         for handle, trackers in jobs.items():
             for tracker in trackers:  # same error type: a protocol error stays one
                 tracker.pending.reject(type(error)(f"while job {handle!r} ran: {error}"))
+
+
+class AdminSession(FifoSession[Pending[Any]]):
+    """An admin (text protocol) connection's core and its FIFO of callers."""
+
+    closed_event = ConnectionClosed
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conn = adm.AdminConnection()
+
+    def request(self, command: adm.AdminCommand) -> Pending[adm.AdminReply]:
+        """Queue ``command``; return the Pending its answer completes.
+
+        Raises:
+            ConnectionLost: the connection is broken.
+            LocalProtocolError: the command is invalid (nothing queued).
+        """
+        self.check_usable()
+        self.queue(self.conn.send(command))
+        pending: Pending[adm.AdminReply] = Pending(type(command).__name__)
+        self.expect(pending)
+        return pending
+
+    def dispatch(self, event: tuple[adm.AdminCommand, adm.AdminReply]) -> None:
+        """Complete the oldest Pending with its answer."""
+        self._fifo.popleft().resolve(event[1])

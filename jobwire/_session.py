@@ -3,18 +3,21 @@
 A *session* sits between a protocol's Sans-IO core and a transport (:mod:`jobwire._transport`):
 it queues the bytes of each request for the transport to send, keeps a :class:`Pending` per
 request in FIFO order, and completes each one as the core parses its reply. The transport only
-needs :meth:`data_to_send`, :meth:`receive_data`, :attr:`broken` and :meth:`fail`; any object
-with those four can be driven by it (Gearman's, whose replies are keyed by job handle, is not a
-FIFO). Subclasses implement :meth:`receive_data` with their core.
+needs :meth:`data_to_send`, :meth:`receive_data`, :attr:`broken` and :meth:`fail`.
+
+:meth:`FifoSession.receive_data` drains the core (``conn``): a protocol error or the peer
+closing fails every waiting request; every other event goes to :meth:`FifoSession.dispatch`,
+which each protocol writes (Gearman's also routes packets keyed by job handle).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
+from ._events import NEED_DATA
 from ._pending import Pending
-from .errors import ConnectionLost, JobwireError
+from .errors import ConnectionLost, JobwireError, RemoteProtocolError
 
 __all__ = ["FifoSession", "SessionLike"]
 
@@ -70,8 +73,34 @@ class FifoSession(Generic[P]):
         self._out.clear()
         return data
 
+    #: The protocol's client-role core: ``receive_data(bytes)``, ``next_event()`` (subclasses
+    #: set it in ``__init__``).
+    conn: Any
+    #: The core's event for "the peer closed" (with ``pending`` and ``partial``, maybe
+    #: ``reason``).
+    closed_event: ClassVar[type[object]]
+
     def receive_data(self, data: bytes) -> None:
-        """Feed bytes from the socket (``b""`` at EOF); complete every Pending they answer."""
+        """Feed bytes from the socket (``b""`` at EOF); complete every Pending they answer.
+
+        A protocol error or the peer closing fails every waiting request (``fail``)."""
+        conn = self.conn
+        conn.receive_data(data)
+        while True:
+            try:
+                event = conn.next_event()
+            except RemoteProtocolError as exc:
+                self.fail(exc)
+                return
+            if event is NEED_DATA:
+                return
+            if isinstance(event, self.closed_event):
+                self.fail(ConnectionLost(_closed_message(event)))
+                return
+            self.dispatch(event)
+
+    def dispatch(self, event: Any) -> None:
+        """Handle one event of the core (complete the oldest Pending, for a plain FIFO)."""
         raise NotImplementedError
 
     def fail(self, error: JobwireError) -> None:
@@ -80,3 +109,14 @@ class FifoSession(Generic[P]):
             self.broken = error
         while self._fifo:
             self._fifo.popleft().reject(type(error)(str(error)))
+
+
+def _closed_message(event: object) -> str:
+    if getattr(event, "partial", False):
+        what = " mid-reply"
+    elif getattr(event, "pending", 0):
+        what = " with replies outstanding"
+    else:
+        what = ""
+    reason = getattr(event, "reason", "")
+    return f"server closed the connection{what}" + (f": {reason}" if reason else "")

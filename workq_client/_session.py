@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from jobwire._pending import Pending
 from jobwire._session import FifoSession
-from jobwire.errors import ConnectionLost, RemoteProtocolError
 
 from ._commands import Command
-from ._events import NEED_DATA, ConnectionClosed, ErrorReply, Reply
+from ._events import ConnectionClosed, ErrorReply, Reply
 from ._protocol import Connection
 from .errors import error_for
 
@@ -26,6 +25,7 @@ class WorkqSession(FifoSession[Pending[Reply]]):
     """One client connection's core plus the FIFO of callers awaiting replies."""
 
     __slots__ = ("conn",)
+    closed_event = ConnectionClosed
 
     def __init__(self) -> None:
         super().__init__()
@@ -43,26 +43,10 @@ class WorkqSession(FifoSession[Pending[Reply]]):
         self.expect(pending)
         return pending
 
-    def receive_data(self, data: bytes) -> None:
-        """Feed bytes from the socket (``b""`` at EOF) and complete every Pending they answer."""
-        self.conn.receive_data(data)
-        while True:
-            try:
-                event = self.conn.next_event()
-            except RemoteProtocolError as exc:
-                self.fail(exc)
-                return
-            if event is NEED_DATA:
-                return
-            if isinstance(event, ConnectionClosed):
-                what = "mid-reply" if event.partial else "with replies outstanding"
-                self.fail(ConnectionLost(
-                    f"connection closed {what if event.pending else ''}: {event.reason}"
-                    .replace("  ", " ")
-                ))
-                return
-            pending = self._fifo.popleft()
-            if isinstance(event, ErrorReply):
-                pending.reject(error_for(event))
-            else:
-                pending.resolve(event)
+    def dispatch(self, event: Reply) -> None:
+        """Complete the oldest Pending with ``event``: its reply, or a typed error."""
+        pending = self._fifo.popleft()
+        if isinstance(event, ErrorReply):
+            pending.reject(error_for(event))
+        else:
+            pending.resolve(event)
