@@ -26,11 +26,10 @@ Why it is shaped like this:
 
 from __future__ import annotations
 
-import enum
-from collections import deque
 from collections.abc import Callable
 
-from jobwire._buffer import LineTooLong, ReceiveBuffer
+from jobwire._buffer import LineTooLong
+from jobwire._core import ConnectionState, InOrderClientCore
 from jobwire.errors import LocalProtocolError, RemoteProtocolError
 
 from ._commands import MAX_LINE, Command, Quit, validate_tube
@@ -59,17 +58,6 @@ __all__ = ["DEFAULT_MAX_BODY_SIZE", "Connection", "ConnectionState"]
 
 #: Largest job body or stats document accepted from a server by default.
 DEFAULT_MAX_BODY_SIZE = 64 * 1024 * 1024
-
-
-class ConnectionState(enum.Enum):
-    #: Commands may be sent and replies read.
-    OPEN = "OPEN"
-    #: ``quit`` was sent: no more commands; the server will close.
-    CLOSING = "CLOSING"
-    #: The peer closed, or a reply left the stream out of step. No more commands.
-    CLOSED = "CLOSED"
-    #: A protocol error happened. Every call raises it again.
-    ERROR = "ERROR"
 
 
 def _int(raw: bytes) -> int:
@@ -137,7 +125,7 @@ for _code in ErrorCode:
 _BODY_REPLIES = (b"RESERVED", b"FOUND", b"OK")
 
 
-class Connection:
+class Connection(InOrderClientCore):
     """The client role of one beanstalk connection. Not thread-safe; no I/O of its own.
 
     Args:
@@ -145,37 +133,13 @@ class Connection:
             larger announced size is a ``RemoteProtocolError`` before any of it is buffered.
     """
 
-    __slots__ = (
-        "_body_of",
-        "_buffer",
-        "_closed_reason",
-        "_eof",
-        "_error",
-        "_pending",
-        "_state",
-        "max_body_size",
-    )
+    __slots__ = ("_body_of", "max_body_size")
 
     def __init__(self, *, max_body_size: int = DEFAULT_MAX_BODY_SIZE) -> None:
-        self._buffer = ReceiveBuffer()
-        self._pending: deque[Command[Reply]] = deque()
-        self._state = ConnectionState.OPEN
-        self._eof = False
-        self._error: RemoteProtocolError | None = None
+        super().__init__()
         # While a body is expected: (reply word, job id or -1, body size).
         self._body_of: tuple[bytes, int, int] | None = None
-        self._closed_reason = "closed by peer"
         self.max_body_size = max_body_size
-
-    @property
-    def state(self) -> ConnectionState:
-        """Where the connection is in its life."""
-        return self._state
-
-    @property
-    def pending(self) -> int:
-        """How many sent commands still await replies."""
-        return len(self._pending)
 
     def send(self, command: Command[Reply]) -> bytes:
         """Record ``command`` as awaiting a reply and return its bytes.
@@ -183,43 +147,13 @@ class Connection:
         Raises:
             LocalProtocolError: the connection is closing, closed or poisoned.
         """
-        if self._state is not ConnectionState.OPEN:
-            raise LocalProtocolError(
-                f"cannot send {command.name!r}: connection is {self._state.value}"
-            )
+        self._check_open(command.name)
         data = command.encode()
         if isinstance(command, Quit):
             self._state = ConnectionState.CLOSING
         else:
             self._pending.append(command)
         return data
-
-    def receive_data(self, data: bytes) -> None:
-        """Feed bytes read from the socket; ``b""`` means the server closed its end."""
-        if data:
-            if not self._eof:
-                self._buffer.feed(data)
-        else:
-            self._eof = True
-
-    def next_event(self) -> Reply | ConnectionClosed | NeedData:
-        """Return the next complete reply, :data:`NEED_DATA`, or ``ConnectionClosed``.
-
-        Raises:
-            RemoteProtocolError: the server broke the protocol (also on every later call).
-        """
-        if not self._buffer and not self._eof and self._state is ConnectionState.OPEN:
-            return NEED_DATA  # nothing buffered: the common end of a batch, cheaply
-        if self._error is not None:
-            raise RemoteProtocolError(str(self._error))
-        if self._state is ConnectionState.CLOSED:
-            return self._closed()
-        try:
-            return self._next_event()
-        except RemoteProtocolError as exc:
-            self._state = ConnectionState.ERROR
-            self._error = exc
-            raise
 
     def _closed(self) -> ConnectionClosed:
         self._state = ConnectionState.CLOSED

@@ -28,10 +28,10 @@ Why it is shaped like this:
 from __future__ import annotations
 
 import enum
-from collections import deque
 
-from jobwire._buffer import LineTooLong, ReceiveBuffer
-from jobwire.errors import LocalProtocolError, RemoteProtocolError
+from jobwire._buffer import LineTooLong
+from jobwire._core import ConnectionState, InOrderClientCore
+from jobwire.errors import RemoteProtocolError
 
 from ._commands import MAX_PAYLOAD, Command, Shape
 from ._events import (
@@ -55,15 +55,6 @@ MAX_LINE = 65536
 _ERRORS = {kind.value.encode(): kind for kind in ErrorKind}
 
 
-class ConnectionState(enum.Enum):
-    #: Commands may be sent and replies read.
-    OPEN = "OPEN"
-    #: The peer closed, or a reply left the stream out of step. No more commands.
-    CLOSED = "CLOSED"
-    #: A protocol error happened. Every call raises it again.
-    ERROR = "ERROR"
-
-
 class _Step(enum.Enum):
     START = 0  # a reply's first line
     HEAD = 1  # the line before a lease's payload or a result's data
@@ -85,32 +76,21 @@ def _ascii(raw: bytes, what: str) -> str:
     return raw.decode("ascii")
 
 
-class Connection:
+class Connection(InOrderClientCore):
     """The client role of one Workq connection. Not thread-safe; no I/O of its own."""
 
     __slots__ = (
-        "_buffer",
-        "_closed_reason",
         "_count",
-        "_eof",
-        "_error",
         "_fields",
         "_head",
         "_payload_size",
-        "_pending",
         "_record",
         "_records",
-        "_state",
         "_step",
     )
 
     def __init__(self) -> None:
-        self._buffer = ReceiveBuffer()
-        self._pending: deque[Command] = deque()
-        self._state = ConnectionState.OPEN
-        self._eof = False
-        self._error: RemoteProtocolError | None = None
-        self._closed_reason = "closed by peer"
+        super().__init__()
         self._step = _Step.START
         self._head: tuple[bytes, ...] = ()  # fields of a lease/result head line
         self._count = 0  # inspect records still to read
@@ -119,16 +99,6 @@ class Connection:
         self._fields: list[tuple[str, bytes]] = []
         self._payload_size: int | None = None  # a "payload" value of this size comes next
 
-    @property
-    def state(self) -> ConnectionState:
-        """Where the connection is in its life."""
-        return self._state
-
-    @property
-    def pending(self) -> int:
-        """How many sent commands still await replies."""
-        return len(self._pending)
-
     def send(self, command: Command) -> bytes:
         """Record ``command`` as awaiting a reply and return its bytes (one write: NOTES.md
         says the server wants a command and its data block together).
@@ -136,38 +106,10 @@ class Connection:
         Raises:
             LocalProtocolError: the connection is closed or poisoned.
         """
-        if self._state is not ConnectionState.OPEN:
-            raise LocalProtocolError(
-                f"cannot send {command.verb!r}: connection is {self._state.value}"
-            )
+        self._check_open(command.verb)
         data = command.encode()
         self._pending.append(command)
         return data
-
-    def receive_data(self, data: bytes) -> None:
-        """Feed bytes read from the socket; ``b""`` means the server closed its end."""
-        if data:
-            if not self._eof:
-                self._buffer.feed(data)
-        else:
-            self._eof = True
-
-    def next_event(self) -> Reply | ConnectionClosed | NeedData:
-        """Return the next complete reply, :data:`NEED_DATA`, or ``ConnectionClosed``.
-
-        Raises:
-            RemoteProtocolError: the server broke the protocol (also on every later call).
-        """
-        if self._error is not None:
-            raise RemoteProtocolError(str(self._error))
-        if self._state is ConnectionState.CLOSED:
-            return self._closed()
-        try:
-            return self._next_event()
-        except RemoteProtocolError as exc:
-            self._state = ConnectionState.ERROR
-            self._error = exc
-            raise
 
     def _closed(self) -> ConnectionClosed:
         self._state = ConnectionState.CLOSED

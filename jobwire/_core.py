@@ -1,0 +1,94 @@
+"""The base of a client-role Sans-IO core for a protocol answered strictly in order.
+
+beanstalk and Workq share everything but the parsing of a reply: a receive buffer (strict CRLF),
+the FIFO of commands awaiting replies, end of input, and the rule that a protocol error poisons
+the connection (every later call raises it again). A protocol's ``Connection`` subclasses
+:class:`InOrderClientCore` and writes ``send``, ``_next_event`` and ``_closed``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from typing import Any
+
+from ._buffer import ReceiveBuffer
+from ._events import NEED_DATA
+from .errors import LocalProtocolError, RemoteProtocolError
+
+__all__ = ["ConnectionState", "InOrderClientCore"]
+
+
+class ConnectionState(enum.Enum):
+    #: Commands may be sent and replies read.
+    OPEN = "OPEN"
+    #: A goodbye was sent (beanstalk's ``quit``): no more commands; the server will close.
+    CLOSING = "CLOSING"
+    #: The peer closed, or a reply left the stream out of step. No more commands.
+    CLOSED = "CLOSED"
+    #: A protocol error happened. Every call raises it again.
+    ERROR = "ERROR"
+
+
+class InOrderClientCore:
+    """Buffer, FIFO, end of input and poisoning; no I/O, not thread-safe."""
+
+    __slots__ = ("_buffer", "_closed_reason", "_eof", "_error", "_pending", "_state")
+
+    def __init__(self) -> None:
+        self._buffer = ReceiveBuffer()
+        self._pending: deque[Any] = deque()
+        self._state = ConnectionState.OPEN
+        self._eof = False
+        self._error: RemoteProtocolError | None = None
+        self._closed_reason = "closed by peer"
+
+    @property
+    def state(self) -> ConnectionState:
+        """Where the connection is in its life."""
+        return self._state
+
+    @property
+    def pending(self) -> int:
+        """How many sent commands still await replies."""
+        return len(self._pending)
+
+    def _check_open(self, name: str) -> None:
+        if self._state is not ConnectionState.OPEN:
+            raise LocalProtocolError(f"cannot send {name!r}: connection is {self._state.value}")
+
+    def receive_data(self, data: bytes) -> None:
+        """Feed bytes read from the socket; ``b""`` means the server closed its end."""
+        if data:
+            if not self._eof:
+                self._buffer.feed(data)
+        else:
+            self._eof = True
+
+    def next_event(self) -> Any:
+        """Return the next complete reply, :data:`NEED_DATA`, or the protocol's
+        ``ConnectionClosed``.
+
+        Raises:
+            RemoteProtocolError: the server broke the protocol (also on every later call).
+        """
+        if not self._buffer and not self._eof and self._state is ConnectionState.OPEN:
+            return NEED_DATA  # nothing buffered: the common end of a batch, cheaply
+        if self._error is not None:
+            raise RemoteProtocolError(str(self._error))
+        if self._state is ConnectionState.CLOSED:
+            return self._closed()
+        try:
+            return self._next_event()
+        except RemoteProtocolError as exc:
+            self._state = ConnectionState.ERROR
+            self._error = exc
+            raise
+
+    def _next_event(self) -> Any:
+        """Parse the next event from the buffer (``NEED_DATA`` if incomplete)."""
+        raise NotImplementedError
+
+    def _closed(self) -> Any:
+        """Enter CLOSED and return the protocol's ``ConnectionClosed``."""
+        raise NotImplementedError
