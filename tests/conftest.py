@@ -35,6 +35,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a server process as an operator would (SIGTERM), killing it after 5 s."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def _wait_listening(proc: subprocess.Popen[bytes], connect: tuple[int, str], what: str) -> None:
     family, target = connect
     deadline = time.monotonic() + 10
@@ -73,13 +84,7 @@ class BeanstalkServer:
         time.sleep(0.2)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
 
 def server_command(kind: str) -> list[str] | None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import REQUIRE_REAL, free_port
+from ..conftest import REQUIRE_REAL, free_port, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,13 +40,7 @@ class GearmanServer:
         return (self.host, self.port)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
 
 def gearmand_binary() -> str | None:

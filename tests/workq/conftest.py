@@ -6,7 +6,6 @@ bundled one, started exactly as the real one would be (``-listen HOST:PORT``).
 
 from __future__ import annotations
 
-import signal
 import socket
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.conftest import free_port
+from tests.conftest import free_port, stop_process
 
 
 @dataclass
@@ -36,13 +35,7 @@ class WorkqServer:
         return sock
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
 
 def start_workq_server(port: int | None = None) -> WorkqServer:
