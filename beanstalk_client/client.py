@@ -12,7 +12,7 @@ from types import TracebackType
 from typing import TypeVar
 
 from jobwire._transport import Transport
-from jobwire._url import Address, TCPAddress, UnixAddress, parse_url
+from jobwire._url import Address, AddressLike, UnixAddress, resolve_address
 
 from ._api_sync import Commands
 from ._commands import Command
@@ -31,8 +31,11 @@ class Client(Commands):
     """A blocking connection to a beanstalkd server, opened by the constructor.
 
     Args:
-        host, port: the server's TCP address.
-        unix_path: a unix socket path instead of host and port.
+        address: the server: ``"beanstalk://host:port"``, ``"unix:///path"``, ``"host:port"``,
+            ``("host", port)``, ``"host"`` (port 11300), a unix socket path, or a host with
+            ``port`` (the collection's one address rule, ``jobwire._url``).
+        port: the port, when ``address`` is a bare host.
+        unix_path: a unix socket path instead of ``address``.
         timeout: seconds a reply may take beyond what the command itself waits (a reserve's own
             timeout); ``None`` for no limit. Running out raises ``OperationTimeout`` and closes
             the connection.
@@ -40,20 +43,25 @@ class Client(Commands):
         max_body_size: largest job body or stats document accepted from the server.
 
     Raises:
+        TypeError, InvalidAddress: ``address`` is not a server address.
         ConnectFailed: the server cannot be reached.
     """
 
     def __init__(
         self,
-        host: str = "127.0.0.1",
-        port: int = DEFAULT_PORT,
+        address: AddressLike = "127.0.0.1",
+        port: int | None = None,
         *,
         unix_path: str | None = None,
         timeout: float | None = 10.0,
         connect_timeout: float | None = None,
         max_body_size: int = DEFAULT_MAX_BODY_SIZE,
     ) -> None:
-        self.address: Address = UnixAddress(unix_path) if unix_path else TCPAddress(host, port)
+        self.address: Address = (
+            UnixAddress(unix_path)
+            if unix_path
+            else resolve_address(address, port, scheme="beanstalk", default_port=DEFAULT_PORT)
+        )
         self.timeout = timeout
         self._session = Session(max_body_size=max_body_size)
         self._transport = Transport(
@@ -70,13 +78,10 @@ class Client(Commands):
         constructor.
 
         Raises:
-            LocalProtocolError: the URL is not one of those forms.
+            InvalidAddress: the URL is not one of those forms.
             ConnectFailed: the server cannot be reached.
         """
-        address = parse_url(url, scheme="beanstalk", default_port=DEFAULT_PORT)
-        if isinstance(address, UnixAddress):
-            return cls(unix_path=address.path, **kwargs)  # type: ignore[arg-type]
-        return cls(address.host, address.port, **kwargs)  # type: ignore[arg-type]
+        return cls(url, **kwargs)  # type: ignore[arg-type]
 
     def close(self) -> None:
         """Close the connection (what ``quit`` does); the server releases the jobs it held."""

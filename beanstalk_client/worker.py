@@ -44,7 +44,7 @@ import anyio.to_thread
 
 from jobwire._backoff import Backoff
 from jobwire._pending import Pending
-from jobwire._url import Address, TCPAddress, UnixAddress
+from jobwire._url import AddressLike, resolve_address
 from jobwire.errors import JobwireConnectionError, JobwireError
 
 from ._commands import (
@@ -61,7 +61,7 @@ from ._commands import (
 from ._events import Ok, Reply, Reserved
 from ._job import Job
 from ._stats import parse_job_stats
-from .aio import AsyncClient
+from .aio import DEFAULT_PORT, AsyncClient
 from .client import Client
 from .errors import DeadlineSoon, TimedOut
 
@@ -109,22 +109,23 @@ class RetryPolicy:
         return math.ceil(seconds)
 
 
-ClientTarget = AsyncClient | Client | Address | str
+ClientTarget = AsyncClient | Client | AddressLike
 
 
-def _client_factory(target: ClientTarget, timeout: float | None) -> Callable[[], AsyncClient]:
+def _client_factory(
+    target: ClientTarget, port: int | None, timeout: float | None
+) -> Callable[[], AsyncClient]:
+    """Resolve the worker's server now (a bad address raises here, not in ``run``) and return
+    a function that opens a fresh client to it."""
     if isinstance(target, (AsyncClient, Client)):
+        if port is not None:
+            raise TypeError("port goes with a host, not with a client")
         address, timeout = target.address, target.timeout
-    elif isinstance(target, str):
-        address = AsyncClient.from_url(target).address
     else:
-        address = target
+        address = resolve_address(target, port, scheme="beanstalk", default_port=DEFAULT_PORT)
 
     def make() -> AsyncClient:
-        if isinstance(address, UnixAddress):
-            return AsyncClient(unix_path=address.path, timeout=timeout)
-        assert isinstance(address, TCPAddress)
-        return AsyncClient(address.host, address.port, timeout=timeout)
+        return AsyncClient(address, timeout=timeout)
 
     return make
 
@@ -147,8 +148,10 @@ class AsyncWorker:
     next reserve is always processed before it.
 
     Args:
-        target: an ``AsyncClient`` (used first; reconnects open new ones like it), a
-            ``beanstalk://`` / ``unix://`` URL, or an address.
+        target: an ``AsyncClient`` (used first; reconnects open new ones like it) or the
+            server in any form :class:`AsyncClient` takes (URL, ``"host:port"``,
+            ``("host", port)``, ``"host"``, unix path).
+        port: the port, when ``target`` is a bare host.
         tubes: tubes to watch (``default`` is ignored unless listed).
         concurrency: most jobs handled at once; also the most reserves in flight.
         max_ack_delay: bound, in seconds, on how long a finished job's delete (or release,
@@ -169,6 +172,7 @@ class AsyncWorker:
     def __init__(
         self,
         target: ClientTarget,
+        port: int | None = None,
         *,
         tubes: Sequence[str] = ("default",),
         concurrency: int = 1,
@@ -199,7 +203,7 @@ class AsyncWorker:
         self.shutdown_timeout = shutdown_timeout
         self.backoff = backoff or Backoff(base=0.1, cap=5.0)
         self.stats = WorkerStats()
-        self._make_client = _client_factory(target, timeout)
+        self._make_client = _client_factory(target, port, timeout)
         self._first: AsyncClient | None = target if isinstance(target, AsyncClient) else None
         self._client: AsyncClient | None = None
         self._generation = 0
@@ -647,10 +651,12 @@ class Worker:
     thread's eventual result is ignored.
     """
 
-    def __init__(self, target: ClientTarget, **options: Any) -> None:
+    def __init__(self, target: ClientTarget, port: int | None = None, **options: Any) -> None:
         if isinstance(target, AsyncClient):
             raise TypeError("Worker takes a Client, URL or address; AsyncWorker an AsyncClient")
+        _client_factory(target, port, None)  # a bad address raises here, not in run()
         self._target = target
+        options["port"] = port
         self._options = options
         self._async: AsyncWorker | None = None
         self._token: anyio.lowlevel.EventLoopToken | None = None

@@ -23,7 +23,13 @@ from typing import Any
 
 from jobwire._backoff import Backoff
 from jobwire._pending import Pending
-from jobwire._url import Address, parse_url
+from jobwire._url import (
+    Address,
+    AddressLike,
+    InvalidAddress,
+    resolve_address,
+    resolve_addresses,
+)
 from jobwire.errors import (
     ConnectFailed,
     JobwireConnectionError,
@@ -103,11 +109,19 @@ def _tracking(
     return then
 
 
-def _addresses(servers: str | Sequence[str]) -> list[Address]:
-    urls = [servers] if isinstance(servers, str) else list(servers)
-    if not urls:
-        raise LocalProtocolError("at least one server URL is needed")
-    return [parse_url(u, scheme="gearman", default_port=DEFAULT_PORT) for u in urls]
+ServersLike = AddressLike | Sequence[AddressLike]
+
+
+def _addresses(servers: ServersLike, port: int | None = None) -> list[Address]:
+    """The servers in any form the collection takes (a list, a comma-separated string, one
+    address), or one bare host with ``port``.
+
+    Raises:
+        TypeError, InvalidAddress: not a server address (nothing is sent).
+    """
+    if port is not None:
+        return [resolve_address(servers, port, scheme="gearman", default_port=DEFAULT_PORT)]
+    return resolve_addresses(servers, scheme="gearman", default_port=DEFAULT_PORT)
 
 
 class _ServerSlot:
@@ -126,10 +140,10 @@ class _Pool:
     """The servers of a client and how to reach one."""
 
     def __init__(
-        self, servers: str | Sequence[str], *, timeout: float | None,
+        self, servers: list[Address], *, timeout: float | None,
         connect_timeout: float | None, max_body_size: int, exceptions: bool,
     ) -> None:
-        self.servers = [_ServerSlot(a) for a in _addresses(servers)]
+        self.servers = [_ServerSlot(a) for a in servers]
         self.timeout = timeout
         self.connect_timeout = timeout if connect_timeout is None else connect_timeout
         self.max_body_size = max_body_size
@@ -219,23 +233,30 @@ class AsyncClient:
     """A Gearman client for one or several servers.
 
     Args:
-        servers: ``gearman://host[:port]`` URL(s) (default port 4730).
+        servers: one server or several: a list, or a comma-separated string as libgearman's
+            ``--servers`` takes; each as ``"host:port"``, ``"host"`` (port 4730),
+            ``("host", port)`` or ``gearman://host[:port]`` (the collection's address rule).
+        port: the port, when ``servers`` is one bare host.
         timeout: seconds an answer may take (``None``: no limit); each call may override it.
         connect_timeout: seconds to connect (default: ``timeout``).
         max_body_size: largest packet accepted from a server (64 MiB).
 
     The ``exceptions`` option is requested on each connection, so a worker's WORK_EXCEPTION
     arrives as :class:`~gearman_client.errors.JobException` (not a bare ``JobFailed``).
+
+    Raises:
+        TypeError, InvalidAddress: ``servers`` is not a server address or a list of them.
     """
 
     def __init__(
-        self, servers: str | Sequence[str] = "gearman://127.0.0.1:4730", *,
+        self, servers: ServersLike = "127.0.0.1:4730", port: int | None = None, *,
         timeout: float | None = 10.0, connect_timeout: float | None = None,
         max_body_size: int = pk.DEFAULT_MAX_BODY_SIZE,
     ) -> None:
         self.timeout = timeout
-        self._pool = _Pool(servers, timeout=timeout, connect_timeout=connect_timeout,
-                                max_body_size=max_body_size, exceptions=True)
+        self._pool = _Pool(_addresses(servers, port), timeout=timeout,
+                           connect_timeout=connect_timeout, max_body_size=max_body_size,
+                           exceptions=True)
         # Which server created a handle (for get_status), most recent last, bounded.
         self._handles: OrderedDict[bytes, _ServerSlot] = OrderedDict()
 
@@ -522,20 +543,27 @@ class AsyncAdmin:
     before anything is sent, for a name with whitespace or NUL.
 
     Args:
-        server: ``gearman://host[:port]``.
+        address: the server, in any form of the collection's address rule (``"host:port"``,
+            ``"host"``, ``("host", port)``, ``gearman://host[:port]``).
+        port: the port, when ``address`` is a bare host.
         timeout: seconds an answer may take.
         connect_timeout: seconds to connect (default: ``timeout``).
+
+    Raises:
+        TypeError, InvalidAddress: ``address`` is not one server address.
     """
 
     def __init__(
-        self, server: str = "gearman://127.0.0.1:4730", *, timeout: float | None = 10.0,
-        connect_timeout: float | None = None,
+        self, address: AddressLike = "127.0.0.1:4730", port: int | None = None, *,
+        timeout: float | None = 10.0, connect_timeout: float | None = None,
     ) -> None:
-        [address] = _addresses(server)
+        addresses = _addresses(address, port)
+        if len(addresses) != 1:
+            raise InvalidAddress(f"{address!r}: an admin connection talks to one server")
         self.timeout = timeout
         self._session = AdminSession()
         self._transport = AsyncTransport(
-            address, self._session, connect_timeout=timeout if connect_timeout is None
+            addresses[0], self._session, connect_timeout=timeout if connect_timeout is None
             else connect_timeout,
         )
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -38,7 +38,7 @@ from jobwire._url import Address
 from jobwire.errors import JobwireError, LocalProtocolError, OperationTimeout
 
 from . import _packets as pk
-from ._api_async import _addresses, as_bytes
+from ._api_async import ServersLike, _addresses, as_bytes
 from ._session import GearmanSession
 
 __all__ = ["AsyncJob", "AsyncWorker", "Job", "Worker"]
@@ -88,7 +88,9 @@ class AsyncWorker:
     """A worker for one or several servers.
 
     Args:
-        servers: ``gearman://host[:port]`` URL(s).
+        servers: one server or several, in any form :class:`~gearman_client.Client` takes
+            (a list or comma-separated ``"host:port"`` string, ``("host", port)``, URLs).
+        port: the port, when ``servers`` is one bare host.
         client_id: sent as SET_CLIENT_ID (shown by the ``workers`` admin command).
         concurrency: jobs run at once, over all servers.
         regrab_interval: while sleeping, grab again after this many seconds even without NOOP
@@ -98,14 +100,14 @@ class AsyncWorker:
     """
 
     def __init__(
-        self, servers: str | Sequence[str] = "gearman://127.0.0.1:4730", *,
+        self, servers: ServersLike = "127.0.0.1:4730", port: int | None = None, *,
         client_id: str | bytes | None = None, concurrency: int = 1,
         regrab_interval: float | None = None, grab_all: bool = False,
         timeout: float | None = 30.0, connect_timeout: float | None = 10.0,
     ) -> None:
         if concurrency < 1:
             raise LocalProtocolError("concurrency must be >= 1")
-        self._addresses: list[Address] = _addresses(servers)
+        self._addresses: list[Address] = _addresses(servers, port)
         self.client_id = None if client_id is None else as_bytes(client_id, "client_id")
         if self.client_id is not None:
             pk.SetClientId(self.client_id).validate()
@@ -335,9 +337,9 @@ class Worker:
     functions run in threads (up to ``concurrency`` at once). :meth:`work` blocks until
     :meth:`stop` (callable from any thread, e.g. a handler or a signal handler's thread)."""
 
-    def __init__(self, servers: str | Sequence[str] = "gearman://127.0.0.1:4730",
+    def __init__(self, servers: ServersLike = "127.0.0.1:4730", port: int | None = None,
                  **kwargs: Any) -> None:
-        self._async = AsyncWorker(servers, **kwargs)
+        self._async = AsyncWorker(servers, port, **kwargs)
         self._portal: anyio.from_thread.BlockingPortal | None = None
 
     def register(self, function: str | bytes, handler: Callable[[Job], Any], *,

@@ -1,16 +1,25 @@
 """What every jobwire protocol shares: errors, addresses, back-off, buffers and streams.
 
-The protocol packages are ``beanstalk_client`` (and, later, ``gearman_client`` and
-``workq_client``); this package holds no protocol.
+The protocol packages are ``beanstalk_client``, ``gearman_client``, ``workq_client`` and
+``qless_client``; this package holds no protocol.
 """
 
 from __future__ import annotations
 
 from ._backoff import Backoff
-from ._url import Address, TCPAddress, UnixAddress, parse_url
+from ._url import (
+    Address,
+    AddressLike,
+    TCPAddress,
+    UnixAddress,
+    parse_url,
+    resolve_address,
+    resolve_addresses,
+)
 from .errors import (
     ConnectFailed,
     ConnectionLost,
+    InvalidAddress,
     JobwireConnectionError,
     JobwireError,
     LocalProtocolError,
@@ -23,9 +32,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Address",
+    "AddressLike",
     "Backoff",
     "ConnectFailed",
     "ConnectionLost",
+    "InvalidAddress",
     "JobwireConnectionError",
     "JobwireError",
     "LocalProtocolError",
@@ -35,4 +46,6 @@ __all__ = [
     "TCPAddress",
     "UnixAddress",
     "parse_url",
+    "resolve_address",
+    "resolve_addresses",
 ]

@@ -5,6 +5,7 @@ The tree::
     JobwireError
     ├── ProtocolError                 the byte stream broke a rule; the connection is unusable
     │   ├── LocalProtocolError        we (the caller) misused the API or gave invalid input
+    │   │   └── InvalidAddress        a server address that no accepted form matches
     │   └── RemoteProtocolError       the peer sent something the protocol does not allow
     ├── JobwireConnectionError        (also a builtin ConnectionError)
     │   ├── ConnectFailed             could not connect at all
@@ -22,6 +23,7 @@ __all__ = [
     "ConnectFailed",
     "ConnectionLost",
     "JobwireConnectionError",
+    "InvalidAddress",
     "JobwireError",
     "LocalProtocolError",
     "OperationTimeout",
@@ -43,6 +45,11 @@ class LocalProtocolError(ProtocolError, ValueError):
 
     Raised before anything is written, so nothing reached the wire; it is also a ``ValueError``.
     """
+
+
+class InvalidAddress(LocalProtocolError):
+    """A server address that is not one of the accepted forms (see ``jobwire._url``); raised
+    when the client, worker or admin object is built. Also a ``ValueError``."""
 
 
 class RemoteProtocolError(ProtocolError):

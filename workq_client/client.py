@@ -14,8 +14,8 @@ from types import TracebackType
 
 from jobwire._pending import Pending
 from jobwire._transport import Transport
-from jobwire._url import TCPAddress, UnixAddress, parse_url
-from jobwire.errors import ConnectionLost, LocalProtocolError
+from jobwire._url import AddressLike, resolve_address
+from jobwire.errors import ConnectionLost
 
 from ._api_sync import Commands
 from ._commands import Command
@@ -31,7 +31,10 @@ class Client(Commands):
     """A blocking connection to a Workq server, opened by the constructor.
 
     Args:
-        host, port: the server's TCP address.
+        address: the server: ``"workq://host:port"``, ``"host:port"``, ``("host", port)``,
+            ``"host"`` (port 9922), or a host with ``port`` (the collection's address rule;
+            Workq servers listen on TCP only).
+        port: the port, when ``address`` is a bare host.
         timeout: seconds a reply may take beyond what the command itself waits (the wait of
             ``lease``/``result``, wait + TTR of ``run``); ``None`` for no limit. Running out
             raises ``OperationTimeout`` and closes the connection (the next call reopens it).
@@ -43,13 +46,15 @@ class Client(Commands):
 
     def __init__(
         self,
-        host: str = "127.0.0.1",
-        port: int = DEFAULT_PORT,
+        address: AddressLike = "127.0.0.1",
+        port: int | None = None,
         *,
         timeout: float | None = 10.0,
         connect_timeout: float | None = None,
     ) -> None:
-        self.address = TCPAddress(host, port)
+        self.address = resolve_address(
+            address, port, scheme="workq", default_port=DEFAULT_PORT, unix=False
+        )
         self.timeout = timeout
         self.connect_timeout = timeout if connect_timeout is None else connect_timeout
         self._closed = False
@@ -71,13 +76,10 @@ class Client(Commands):
         """Connect to ``workq://host[:port]``; ``kwargs`` as for the constructor.
 
         Raises:
-            LocalProtocolError: the URL is not of that form.
+            InvalidAddress: the URL is not of that form.
             ConnectFailed: the server cannot be reached.
         """
-        address = parse_url(url, scheme="workq", default_port=DEFAULT_PORT)
-        if isinstance(address, UnixAddress):
-            raise LocalProtocolError(f"{url!r}: Workq servers listen on TCP only")
-        return cls(address.host, address.port, **kwargs)  # type: ignore[arg-type]
+        return cls(url, **kwargs)  # type: ignore[arg-type]
 
     def close(self) -> None:
         """Close the connection (idempotent)."""

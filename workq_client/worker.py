@@ -40,11 +40,12 @@ from typing import TypeVar
 import anyio
 
 from jobwire._backoff import Backoff
+from jobwire._url import AddressLike, resolve_address
 from jobwire.errors import JobwireConnectionError, OperationTimeout, RemoteProtocolError
 
 from ._commands import MAX_PAYLOAD, validate_name
 from ._records import LeasedJob
-from .aio import AsyncClient
+from .aio import DEFAULT_PORT, AsyncClient
 from .client import Client
 from .errors import TimedOut, WorkqError
 
@@ -159,10 +160,10 @@ def _default_late(late: LateResult) -> None:
 class _Base:
     def __init__(
         self,
-        host: str,
-        port: int,
+        address: AddressLike,
         names: str | Sequence[str],
         *,
+        port: int | None,
         concurrency: int,
         wait: float,
         timeout: float | None,
@@ -177,7 +178,9 @@ class _Base:
             validate_name(name)
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
-        self.host, self.port = host, port
+        self.address = resolve_address(
+            address, port, scheme="workq", default_port=DEFAULT_PORT, unix=False
+        )
         self.names = names
         self.concurrency = concurrency
         self.wait = wait
@@ -218,7 +221,8 @@ class AsyncWorker(_Base):
     """Runs an async handler on jobs leased from ``names`` (asyncio or trio).
 
     Args:
-        host, port: the Workq server.
+        address: the Workq server, in any form :class:`AsyncClient` takes (``"host:port"``,
+            ``("host", port)``, ``"host"``, ``workq://host:port``).
         names: the job names to lease from (one ``lease`` names them all).
         handler: ``async def handler(job: JobContext) -> bytes | str | None``.
         concurrency: how many jobs run at once (one connection each).
@@ -231,11 +235,11 @@ class AsyncWorker(_Base):
 
     def __init__(
         self,
-        host: str,
-        port: int,
+        address: AddressLike,
         names: str | Sequence[str],
         handler: Callable[[JobContext], Awaitable[Result]],
         *,
+        port: int | None = None,
         concurrency: int = 1,
         wait: float = 5.0,
         timeout: float | None = 10.0,
@@ -243,8 +247,9 @@ class AsyncWorker(_Base):
         on_overrun: Callable[[JobContext], None] | None = None,
         on_late_result: Callable[[LateResult], None] | None = None,
     ) -> None:
-        super().__init__(host, port, names, concurrency=concurrency, wait=wait, timeout=timeout,
-                         backoff=backoff, on_overrun=on_overrun, on_late_result=on_late_result)
+        super().__init__(address, names, port=port, concurrency=concurrency, wait=wait,
+                         timeout=timeout, backoff=backoff, on_overrun=on_overrun,
+                         on_late_result=on_late_result)
         self.handler = handler
         self._lease_scopes: set[anyio.CancelScope] = set()
 
@@ -269,7 +274,7 @@ class AsyncWorker(_Base):
             while not self._stopping:
                 try:
                     if client is None:
-                        client = AsyncClient(self.host, self.port, timeout=self.timeout)
+                        client = AsyncClient(self.address, timeout=self.timeout)
                         await client.connect()
                     leased: LeasedJob | None = None
                     with anyio.CancelScope() as scope:
@@ -336,7 +341,7 @@ class AsyncWorker(_Base):
                 self.stats.reconnects += 1
                 await client.aclose()
                 await anyio.sleep(backoff.next_delay())
-                client = AsyncClient(self.host, self.port, timeout=self.timeout)
+                client = AsyncClient(self.address, timeout=self.timeout)
                 continue
             self._reported(job, success, None)
             return client
@@ -353,11 +358,11 @@ class Worker(_Base):
 
     def __init__(
         self,
-        host: str,
-        port: int,
+        address: AddressLike,
         names: str | Sequence[str],
         handler: Callable[[JobContext], Result],
         *,
+        port: int | None = None,
         concurrency: int = 1,
         wait: float = 1.0,
         timeout: float | None = 10.0,
@@ -365,8 +370,9 @@ class Worker(_Base):
         on_overrun: Callable[[JobContext], None] | None = None,
         on_late_result: Callable[[LateResult], None] | None = None,
     ) -> None:
-        super().__init__(host, port, names, concurrency=concurrency, wait=wait, timeout=timeout,
-                         backoff=backoff, on_overrun=on_overrun, on_late_result=on_late_result)
+        super().__init__(address, names, port=port, concurrency=concurrency, wait=wait,
+                         timeout=timeout, backoff=backoff, on_overrun=on_overrun,
+                         on_late_result=on_late_result)
         self.handler = handler
         self._lock = threading.Lock()
         self._stop_event = threading.Event()
@@ -403,7 +409,7 @@ class Worker(_Base):
             while not self._stopping:
                 try:
                     if client is None:
-                        client = Client(self.host, self.port, timeout=self.timeout)
+                        client = Client(self.address, timeout=self.timeout)
                     leased = client.lease(self.names, wait=self.wait)
                     backoff.reset()
                 except TimedOut:
@@ -454,7 +460,7 @@ class Worker(_Base):
                 time.sleep(backoff.next_delay())
                 try:
                     client.close()
-                    client = Client(self.host, self.port, timeout=self.timeout)
+                    client = Client(self.address, timeout=self.timeout)
                 except _RETRYABLE:
                     continue
                 continue

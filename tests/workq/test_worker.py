@@ -58,7 +58,7 @@ async def test_async_worker_concurrency_results_and_errors(
         finally:
             tracker.leave()
 
-    worker = AsyncWorker(workq_server.host, workq_server.port, [qname, qname + "-b"], handle,
+    worker = AsyncWorker((workq_server.host, workq_server.port), [qname, qname + "-b"], handle,
                          concurrency=4, wait=1)
     async with AsyncClient(workq_server.host, workq_server.port) as client:
         payloads = [b"a%d" % i for i in range(8)] + [b"boom", b"text", b"none"]
@@ -92,7 +92,7 @@ async def test_async_worker_reports_overruns_and_late_results(
             await deleted.wait()
         return b"late " + job.payload
 
-    worker = AsyncWorker(workq_server.host, workq_server.port, qname, handle, concurrency=1,
+    worker = AsyncWorker((workq_server.host, workq_server.port), qname, handle, concurrency=1,
                          wait=1, on_overrun=lambda job: overruns.append(job.job_id),
                          on_late_result=lates.append)
     async with AsyncClient(workq_server.host, workq_server.port) as client:
@@ -127,7 +127,7 @@ async def test_async_worker_stop_lets_the_running_handler_finish(
         await anyio.sleep(0.3)
         return b"finished"
 
-    worker = AsyncWorker(workq_server.host, workq_server.port, qname, handle, concurrency=2,
+    worker = AsyncWorker((workq_server.host, workq_server.port), qname, handle, concurrency=2,
                          wait=30)
     async with AsyncClient(workq_server.host, workq_server.port) as client:
         job_id = await client.add(qname, b"")
@@ -149,7 +149,7 @@ async def test_async_worker_reconnects_with_backoff(qname: str) -> None:
         done.set()
         return b"ok"
 
-    worker = AsyncWorker("127.0.0.1", port, qname, handle, wait=0.5,
+    worker = AsyncWorker(("127.0.0.1", port), qname, handle, wait=0.5,
                          backoff=lambda: Backoff(base=0.05, cap=0.2))
     try:
         async with anyio.create_task_group() as tg:
@@ -187,7 +187,7 @@ def test_sync_worker_threads_results_errors_and_stop(
         finally:
             tracker.leave()
 
-    worker = Worker(workq_server.host, workq_server.port, qname, handle, concurrency=3,
+    worker = Worker((workq_server.host, workq_server.port), qname, handle, concurrency=3,
                     wait=0.2)
     thread = threading.Thread(target=worker.run)
     thread.start()
@@ -213,7 +213,7 @@ def test_sync_worker_overrun_and_reconnect(qname: str) -> None:
 
     port = free_port()
     with run_server(port=port):
-        worker = Worker("127.0.0.1", port, qname, handle, wait=0.2,
+        worker = Worker(("127.0.0.1", port), qname, handle, wait=0.2,
                         on_overrun=overruns.append, on_late_result=lates.append,
                         backoff=lambda: Backoff(base=0.05, cap=0.2))
         thread = threading.Thread(target=worker.run)
@@ -236,11 +236,11 @@ def test_worker_arguments_are_checked() -> None:
         return b""
 
     with pytest.raises(ValueError):
-        AsyncWorker("127.0.0.1", 1, [], handle)
+        AsyncWorker(("127.0.0.1", 1), [], handle)
     with pytest.raises(ValueError):
-        AsyncWorker("127.0.0.1", 1, "q", handle, concurrency=0)
+        AsyncWorker(("127.0.0.1", 1), "q", handle, concurrency=0)
     with pytest.raises(ValueError):
-        Worker("127.0.0.1", 1, "bad name", lambda job: b"")
+        Worker(("127.0.0.1", 1), "bad name", lambda job: b"")
 
 
 @pytest.mark.anyio
@@ -259,7 +259,7 @@ async def test_async_worker_survives_bad_results_and_faulty_callbacks(
             await anyio.sleep(0.3)
         return b"fine"
 
-    worker = AsyncWorker(workq_server.host, workq_server.port, qname, handle, wait=1,
+    worker = AsyncWorker((workq_server.host, workq_server.port), qname, handle, wait=1,
                          on_overrun=explode, on_late_result=explode)
     async with AsyncClient(workq_server.host, workq_server.port) as client:
         big = await client.add(qname, b"big")
@@ -286,7 +286,7 @@ def test_sync_worker_stop_lets_the_running_handler_finish(
         time.sleep(0.3)
         return b"finished"
 
-    worker = Worker(workq_server.host, workq_server.port, qname, handle, concurrency=2,
+    worker = Worker((workq_server.host, workq_server.port), qname, handle, concurrency=2,
                     wait=0.2)
     thread = threading.Thread(target=worker.run)
     thread.start()
