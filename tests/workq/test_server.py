@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -12,9 +13,12 @@ import uuid
 import anyio
 import pytest
 
+from jobwire.errors import ConnectionLost
+from workq_client import AsyncClient
 from workq_client.server import run_server, serve
 
 from .conftest import WorkqServer, start_workq_server
+from .helpers import tcp_server
 from .test_core import EXCHANGES
 
 TIME_RE = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
@@ -33,6 +37,17 @@ def recv_exactly(sock: socket.socket, n: int) -> bytes:
 def recv_until_closed(sock: socket.socket) -> bytes:
     data = b""
     while chunk := sock.recv(65536):
+        data += chunk
+    return data
+
+
+def inspect_job(sock: socket.socket, job_id: bytes) -> bytes:
+    """The ``inspect job`` record of a job (its last line is ``created``)."""
+    sock.sendall(b"inspect job %s\r\n" % job_id)
+    data = b""
+    while not re.search(rb"\r\ncreated [^\r]*\r\n", data):
+        chunk = sock.recv(65536)
+        assert chunk, data
         data += chunk
     return data
 
@@ -140,14 +155,118 @@ def test_blocking_lease_is_answered_by_another_connection(
     assert recv_exactly(worker, len(want)) == want
 
 
-def test_deleting_a_job_a_run_waits_on(workq_server: WorkqServer, qname: str) -> None:
+def test_deleting_a_job_a_run_waits_on_keeps_the_server_up(
+    workq_server: WorkqServer, qname: str
+) -> None:
+    """Workq 0.2.0 crashes when that run's wait ends; this server answers the run ``-TIMEOUT``
+    then and keeps serving every connection, the run's included."""
     runner, admin = workq_server.connect(), workq_server.connect()
     job_id = new_id().encode()
-    runner.sendall(b"run %s %s 1000 5000 1\r\nx\r\n" % (job_id, qname.encode()))
+    runner.sendall(b"run %s %s 1000 500 1\r\nx\r\n" % (job_id, qname.encode()))
     time.sleep(0.1)
     assert exchange(admin, b"delete %s\r\n" % job_id, 5) == b"+OK\r\n"
-    assert recv_exactly(runner, 12) == b"-NOT-FOUND\r\n"
+    start = time.monotonic()
+    assert recv_exactly(runner, 10) == b"-TIMEOUT\r\n"
+    assert time.monotonic() - start >= 0.3  # at the end of the wait, not at the delete
     assert exchange(runner, b"inspect server\r\n", 7).startswith(b"+OK 1\r\n")
+    assert exchange(admin, b"inspect server\r\n", 7).startswith(b"+OK 1\r\n")
+
+
+def test_deleting_a_job_a_result_waits_on_times_out_at_the_end_of_the_wait(
+    workq_server: WorkqServer, qname: str
+) -> None:
+    waiter, admin = workq_server.connect(), workq_server.connect()
+    job_id = new_id().encode()
+    assert exchange(admin, b"add %s %s 1000 60000 0\r\n\r\n" % (job_id, qname.encode()),
+                    5) == b"+OK\r\n"
+    waiter.sendall(b"result %s 500\r\n" % job_id)
+    time.sleep(0.1)
+    assert exchange(admin, b"delete %s\r\n" % job_id, 5) == b"+OK\r\n"
+    start = time.monotonic()
+    assert recv_exactly(waiter, 10) == b"-TIMEOUT\r\n"
+    assert time.monotonic() - start >= 0.3
+
+
+def test_two_result_waits_one_gets_the_result_the_other_times_out(
+    workq_server: WorkqServer, qname: str
+) -> None:
+    first, second, worker = (workq_server.connect() for _ in range(3))
+    job_id = new_id().encode()
+    assert exchange(worker, b"add %s %s 1000 60000 0\r\n\r\n" % (job_id, qname.encode()),
+                    5) == b"+OK\r\n"
+    first.sendall(b"result %s 5000\r\n" % job_id)
+    time.sleep(0.1)
+    second.sendall(b"result %s 500\r\n" % job_id)
+    time.sleep(0.1)
+    assert exchange(worker, b"complete %s 2\r\nok\r\n" % job_id, 5) == b"+OK\r\n"
+    want = b"+OK 1\r\n%s 1 2\r\nok\r\n" % job_id
+    assert recv_exactly(first, len(want)) == want
+    assert recv_exactly(second, 10) == b"-TIMEOUT\r\n"
+
+
+def test_run_outlives_a_ttr_overrun_and_succeeds_with_the_late_complete(
+    workq_server: WorkqServer, qname: str
+) -> None:
+    runner, worker = workq_server.connect(), workq_server.connect()
+    job_id = new_id().encode()
+    runner.sendall(b"run %s %s 200 10000 2\r\nin\r\n" % (job_id, qname.encode()))
+    leased = exchange(worker, b"lease %s 5000\r\n" % qname.encode(), 9 + len(job_id) + 29)
+    assert leased.startswith(b"+OK 1\r\n%s %s 200 2\r\nin\r\n" % (job_id, qname.encode()))
+    time.sleep(0.5)  # the TTR (200 ms) runs out: the job is requeued
+    assert b"\r\nstate 3\r\n" in inspect_job(worker, job_id)  # PENDING
+    assert exchange(worker, b"complete %s 4\r\nlate\r\n" % job_id, 5) == b"+OK\r\n"
+    want = b"+OK 1\r\n%s 1 4\r\nlate\r\n" % job_id
+    assert recv_exactly(runner, len(want)) == want
+    assert exchange(worker, b"result %s 0\r\n" % job_id, 12) == b"-NOT-FOUND\r\n"
+
+
+def test_a_closed_waiting_lease_is_never_handed_a_job(
+    workq_server: WorkqServer, qname: str
+) -> None:
+    """The deliberate difference: Workq 0.2.0 leases the next job to a waiting lease whose
+    connection closed (it stays leased until its TTR); this server never does."""
+    for abort in (False, True):
+        gone = workq_server.connect()
+        gone.sendall(b"lease %s 60000\r\n" % qname.encode())
+        time.sleep(0.1)
+        if abort:  # a reset rather than an orderly close
+            gone.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        gone.close()
+        time.sleep(0.1)
+        producer = workq_server.connect()
+        job_id = new_id().encode()
+        assert exchange(producer, b"add %s %s 1000 60000 0\r\n\r\n" % (job_id, qname.encode()),
+                        5) == b"+OK\r\n"
+        want = b"+OK 1\r\n%s %s 1000 0\r\n\r\n" % (job_id, qname.encode())
+        assert exchange(producer, b"lease %s 0\r\n" % qname.encode(), len(want)) == want
+        assert b"\r\nattempts 1\r\n" in inspect_job(producer, job_id)
+        producer.close()
+
+
+@pytest.mark.anyio
+async def test_a_server_that_dies_during_a_run_is_reported_as_connection_lost(
+    qname: str,
+) -> None:
+    """What a client sees of Workq 0.2.0's crash (a run whose job was deleted): the connection
+    closes under the run. The client says so (ConnectionLost), and the next call reconnects."""
+
+    def crash_on_run(conn: socket.socket) -> None:
+        data = b""
+        while b"\r\n" not in data:
+            data += conn.recv(65536)
+        if data.startswith(b"run "):
+            conn.close()
+            return
+        conn.sendall(b"+OK 1\r\n%s 2\r\nready-len 0\r\nscheduled-len 0\r\n" % qname.encode())
+        while conn.recv(65536):
+            pass
+
+    with tcp_server(crash_on_run) as port:
+        async with AsyncClient("127.0.0.1", port, timeout=5) as client:
+            with anyio.fail_after(5), pytest.raises(ConnectionLost):
+                await client.run(qname, b"x", ttr=1, wait=1)
+            assert (await client.inspect_queue(qname)).ready_len == 0
+            assert client.connections == 2
 
 
 def test_run_with_a_worker_over_sockets(workq_server: WorkqServer, qname: str) -> None:
@@ -166,7 +285,9 @@ def test_commands_behind_a_blocking_one_wait_their_turn(
 ) -> None:
     sock = workq_server.connect()
     sock.sendall(b"lease %s 200\r\ninspect queue %s\r\n" % (qname.encode(), qname.encode()))
-    assert recv_exactly(sock, 10 + 12) == b"-TIMEOUT\r\n-NOT-FOUND\r\n"
+    # (the lease created the queue, as on Workq 0.2.0)
+    want = b"-TIMEOUT\r\n+OK 1\r\n%s 2\r\nready-len 0\r\nscheduled-len 0\r\n" % qname.encode()
+    assert recv_exactly(sock, len(want)) == want
 
 
 def test_cli_rejects_a_bad_listen_flag() -> None:

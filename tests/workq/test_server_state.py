@@ -123,6 +123,10 @@ def test_max_fails_is_enforced_and_zero_means_first_fail_is_final() -> None:
     w.run(c, Lease(("q",), 0))
     w.run(c, Fail(final, b"boom"))
     assert w.run(c, Result(final)) == JobResult(final, False, b"boom")
+    # As on Workq 0.2.0: without max-fails a fail is not counted, and it is final.
+    info = w.info(c, final)
+    assert info.state is JobState.FAILED and info.fails == 0
+    assert w.info(c, retry).fails == 2
 
 
 def test_ttl_evicts_jobs_and_results_and_counts_incomplete_ones() -> None:
@@ -175,9 +179,9 @@ def test_scheduled_jobs_become_ready_at_their_time_and_ttl_counts_from_it() -> N
     w.tick(1)
     assert w.run(c, InspectJob(job_id)) == NOT_FOUND
     past = new_id()
-    w.run(c, Schedule("s", b"", 1000, 5000, datetime(2000, 1, 1, tzinfo=timezone.utc),
+    w.run(c, Schedule("s", b"", 1000, 5000, datetime.fromtimestamp(w.now - 1, timezone.utc),
                       job_id=past))
-    assert w.run(c, Lease(("s",), 0)).job_id == past  # type: ignore[union-attr]
+    assert w.run(c, Lease(("s",), 0)).job_id == past  # type: ignore[attr-defined]
 
 
 def test_blocking_lease_on_several_names_is_served_by_a_later_add() -> None:
@@ -201,30 +205,23 @@ def test_lease_over_several_names_picks_among_them() -> None:
     for _ in range(20):
         w.run(c, Add("a", b"", 1000, 60000))
         w.run(c, Add("b", b"", 1000, 60000))
-    names = {w.run(c, Lease(("a", "b"), 0)).name for _ in range(20)}  # type: ignore[union-attr]
+    names = {w.run(c, Lease(("a", "b"), 0)).name for _ in range(20)}  # type: ignore[attr-defined]
     assert names == {"a", "b"}
 
 
 def test_run_is_answered_by_complete_and_by_timeouts() -> None:
     w = World()
     client, worker = w.conn(), w.conn()
+    # Completed in time: the run gets the result, and its job goes with it.
     job_id = new_id()
     assert w.run(client, Run("r", b"in", 2000, 5000, job_id=job_id)) is None
     leased = w.run(worker, Lease(("r",), 0))
     assert leased == Leased(job_id, "r", 2000, b"in")
-    w.tick(1.9)  # once leased, the TTR (2 s) bounds the run, not the wait-timeout
-    assert client.reply is None
-    w.tick(0.2)
-    assert client.take_reply() == TIMEOUT
-    assert w.info(worker, job_id).state is JobState.FAILED
-    # Completed in time.
-    job2 = new_id()
-    w.run(client, Run("r", b"in", 2000, 5000, job_id=job2))
-    w.run(worker, Lease(("r",), 0))
     w.tick(1)
-    assert w.run(worker, Complete(job2, b"out")) == OK
-    assert client.take_reply() == JobResult(job2, True, b"out")
-    assert w.run(client, Result(job2)) == JobResult(job2, True, b"out")
+    assert w.run(worker, Complete(job_id, b"out")) == OK
+    assert client.take_reply() == JobResult(job_id, True, b"out")
+    assert w.run(client, Result(job_id)) == NOT_FOUND
+    assert w.run(worker, Complete(job_id, b"again")) == NOT_FOUND
     # Nobody leases it: -TIMEOUT after the wait, and the job is gone.
     job3 = new_id()
     w.run(client, Run("r", b"", 2000, 500, job_id=job3))
@@ -234,6 +231,63 @@ def test_run_is_answered_by_complete_and_by_timeouts() -> None:
     assert w.run(worker, Lease(("r",), 0)) == TIMEOUT
     # wait-timeout 0 with nobody waiting: at once.
     assert w.run(client, Run("r", b"", 2000, 0)) == TIMEOUT
+    assert queue_info(w.run(client, InspectQueue("r")).records[0]).ready_len == 0  # type: ignore[attr-defined]
+
+
+def test_run_outlives_a_ttr_overrun_and_takes_the_late_result() -> None:
+    """Workq 0.2.0: the run's job is requeued when its TTR runs out (even leased again), a late
+    ``complete`` is accepted while the run waits, and the run succeeds with it."""
+    w = World()
+    client, slow, other = w.conn(), w.conn(), w.conn()
+    job_id = new_id()
+    assert w.run(client, Run("r", b"in", 1000, 5000, job_id=job_id)) is None
+    info = w.info(other, job_id)
+    assert (info.ttl, info.max_attempts) == (0, 0)  # what the real server shows for a run
+    assert isinstance(w.run(slow, Lease(("r",), 0)), Leased)
+    w.tick(1.5)
+    assert client.reply is None
+    info = w.info(other, job_id)
+    assert info.state is JobState.PENDING and info.attempts == 1
+    assert w.run(other, Lease(("r",), 0)) == Leased(job_id, "r", 1000, b"in")
+    assert w.info(other, job_id).attempts == 2
+    assert w.run(slow, Complete(job_id, b"late")) == OK
+    assert client.take_reply() == JobResult(job_id, True, b"late")
+    assert w.run(other, Complete(job_id, b"mine")) == NOT_FOUND
+
+
+def test_run_times_out_at_its_wait_or_at_the_ttr_of_the_lease_running_then() -> None:
+    w = World()
+    client, worker = w.conn(), w.conn()
+    # Leased, overrun, requeued, never taken again: -TIMEOUT when the wait ends, not at the TTR.
+    job_id = new_id()
+    w.run(client, Run("r", b"", 1000, 3000, job_id=job_id))
+    w.run(worker, Lease(("r",), 0))
+    w.tick(2.9)
+    assert client.reply is None and w.info(worker, job_id).state is JobState.PENDING
+    w.tick(0.2)
+    assert client.take_reply() == TIMEOUT
+    assert w.run(worker, InspectJob(job_id)) == NOT_FOUND
+    # Leased when the wait ends: the run waits out that lease's TTR.
+    job2 = new_id()
+    w.run(client, Run("r", b"", 1000, 2000, job_id=job2))
+    w.tick(1.5)
+    w.run(worker, Lease(("r",), 0))  # its TTR ends at 2.5 s
+    w.tick(0.9)
+    assert client.reply is None
+    w.tick(0.2)
+    assert client.take_reply() == TIMEOUT
+    assert w.run(worker, InspectJob(job2)) == NOT_FOUND
+    assert w.run(worker, Lease(("r",), 0)) == TIMEOUT  # not requeued
+    assert w.run(worker, Complete(job2, b"")) == NOT_FOUND
+    # ... and a result within that TTR still answers it.
+    job3 = new_id()
+    w.run(client, Run("r", b"", 1000, 500, job_id=job3))
+    w.tick(0.4)
+    w.run(worker, Lease(("r",), 0))
+    w.tick(0.9)
+    assert client.reply is None
+    w.run(worker, Fail(job3, b"no"))
+    assert client.take_reply() == JobResult(job3, False, b"no")
 
 
 def test_run_is_leased_at_once_by_a_waiting_worker() -> None:
@@ -247,18 +301,95 @@ def test_run_is_leased_at_once_by_a_waiting_worker() -> None:
     assert client.take_reply() == JobResult(job_id, False, b"no")
 
 
-def test_deleting_a_job_a_run_and_a_result_wait_on() -> None:
+def test_deleting_a_job_a_result_waits_on_times_it_out_when_its_wait_ends() -> None:
+    """Workq 0.2.0 answers a ``result`` whose job was deleted (or evicted) ``-TIMEOUT``, when
+    its wait ends."""
     w = World()
-    client, other, admin = w.conn(), w.conn(), w.conn()
+    waiter, admin = w.conn(), w.conn()
+    job_id = new_id()
+    w.run(admin, Add("q", b"", 1000, 60000, job_id=job_id))
+    assert w.run(waiter, Result(job_id, 5000)) is None
+    assert w.run(admin, Delete(job_id)) == OK
+    assert w.run(admin, Delete(job_id)) == NOT_FOUND
+    w.tick(4.9)
+    assert waiter.reply is None
+    w.tick(0.2)
+    assert waiter.take_reply() == TIMEOUT
+    evicted = new_id()
+    w.run(admin, Add("q", b"", 1000, 1000, job_id=evicted))
+    w.run(waiter, Result(evicted, 3000))
+    w.tick(1.5)
+    assert waiter.reply is None and w.run(admin, InspectJob(evicted)) == NOT_FOUND
+    w.tick(1.6)
+    assert waiter.take_reply() == TIMEOUT
+
+
+def test_deleting_a_job_a_run_waits_on_times_the_run_out_when_its_wait_ends() -> None:
+    """The real server crashes here (Controller.Run, when the wait ends); this one answers the
+    run ``-TIMEOUT`` then, as it would a ``result``, and keeps serving everyone."""
+    w = World()
+    client, worker, admin = w.conn(), w.conn(), w.conn()
     job_id = new_id()
     w.run(client, Run("r", b"", 1000, 5000, job_id=job_id))
-    assert w.run(other, Result(job_id, 5000)) is None
     assert w.run(admin, Delete(job_id)) == OK
-    assert client.take_reply() == NOT_FOUND
-    assert other.take_reply() == NOT_FOUND
-    assert w.run(admin, Delete(job_id)) == NOT_FOUND
-    w.tick(10)  # the stale wait timers fire harmlessly
-    assert client.reply is None and other.reply is None
+    assert w.run(worker, Lease(("r",), 0)) == TIMEOUT
+    assert w.run(worker, Complete(job_id, b"")) == NOT_FOUND
+    w.tick(4.9)
+    assert client.reply is None
+    w.tick(0.2)
+    assert client.take_reply() == TIMEOUT
+    # Deleted while the run waits out a lease's TTR (its wait is over): -TIMEOUT at that TTR.
+    job2 = new_id()
+    w.run(client, Run("r", b"", 1000, 500, job_id=job2))
+    w.tick(0.4)
+    w.run(worker, Lease(("r",), 0))  # its TTR ends at 1.4 s
+    w.tick(0.2)
+    assert w.run(admin, Delete(job2)) == OK
+    w.tick(0.7)
+    assert client.reply is None
+    w.tick(0.2)
+    assert client.take_reply() == TIMEOUT
+    w.tick(10)  # nothing fires twice
+    assert client.reply is None
+    assert isinstance(w.run(admin, InspectServer()), InspectReply)
+
+
+def test_one_result_per_job_the_first_waiter_gets_it() -> None:
+    """Workq 0.2.0 hands a job's result to one waiter; the others time out when their waits
+    end. A ``result`` asked after the job finished gets it at once."""
+    w = World()
+    first, second, worker = w.conn(), w.conn(), w.conn()
+    job_id = new_id()
+    w.run(worker, Add("q", b"", 1000, 60000, job_id=job_id))
+    assert w.run(first, Result(job_id, 5000)) is None
+    w.tick(0.1)
+    assert w.run(second, Result(job_id, 2000)) is None
+    w.run(worker, Lease(("q",), 0))
+    w.run(worker, Complete(job_id, b"r"))
+    assert first.take_reply() == JobResult(job_id, True, b"r")
+    assert second.reply is None
+    assert w.run(worker, Result(job_id)) == JobResult(job_id, True, b"r")
+    w.tick(2)
+    assert second.take_reply() == TIMEOUT
+    # A run is the first waiter on its job: a result waiting beside it times out.
+    run_id = new_id()
+    w.run(first, Run("r", b"", 1000, 5000, job_id=run_id))
+    w.run(second, Result(run_id, 1000))
+    w.run(worker, Lease(("r",), 0))
+    w.run(worker, Complete(run_id, b"x"))
+    assert first.take_reply() == JobResult(run_id, True, b"x")
+    assert second.reply is None
+    w.tick(1.1)
+    assert second.take_reply() == TIMEOUT
+    # A waiter that gave up (half-closed) does not take the result from the next one.
+    third = new_id()
+    w.run(worker, Add("q", b"", 1000, 60000, job_id=third))
+    w.run(first, Result(third, 5000))
+    w.run(second, Result(third, 5000))
+    w.state.half_close(first, w.now)
+    assert first.take_reply() == TIMEOUT
+    w.run(worker, Complete(third, b"3"))
+    assert second.take_reply() == JobResult(third, True, b"3")
 
 
 def test_result_waits_for_completion_or_times_out() -> None:
@@ -325,7 +456,15 @@ def test_half_close_answers_waits_and_keeps_a_run_job() -> None:
     assert worker.take_reply() == TIMEOUT and runner.take_reply() == TIMEOUT
     w.run(worker, Add("h", b"", 1000, 60000))
     assert worker.reply is None
+    # The run's job lives on (a worker may still take it) until the run's wait ends.
     assert w.info(worker, job_id).state is JobState.NEW
+    w.tick(4.9)
+    assert w.run(worker, Lease(("h2",), 0)).job_id == job_id  # type: ignore[attr-defined]
+    w.tick(0.2)
+    assert w.info(worker, job_id).state is JobState.LEASED  # its TTR bounds it now
+    w.tick(1)
+    assert w.run(worker, InspectJob(job_id)) == NOT_FOUND
+    assert runner.reply is None and worker.reply is None
 
 
 def test_stale_heap_and_timer_entries_are_swept() -> None:
@@ -388,3 +527,97 @@ def test_sans_io_server_replays_the_transcript_byte_for_byte_with_a_fake_clock()
         if ex["note"].startswith("wrong arg count"):  # the deliberate difference: no desync
             want = want.split(b"\r\n")[0] + b"\r\n"
         assert out == want, ex["note"]
+
+
+def test_ready_order_is_priority_then_scheduled_time_then_age_as_in_workq() -> None:
+    """Workq 0.2.0 orders a queue by priority, then scheduled time (none sorts first), then
+    creation: a scheduled job that came due waits behind jobs added later."""
+    w = World()
+    c = w.conn()
+    early = new_id()
+    w.run(c, Schedule("o", b"", 1000, 60000, datetime.fromtimestamp(T0 + 1, timezone.utc),
+                      job_id=early))
+    w.run(c, Schedule("o", b"", 1000, 60000, datetime.fromtimestamp(T0 + 2, timezone.utc),
+                      priority=5))
+    w.tick(3)
+    added = new_id()
+    w.run(c, Add("o", b"", 1000, 60000, job_id=added))
+    listed = w.run(c, InspectJobs("o", 0, 10))
+    assert isinstance(listed, InspectReply)
+    assert [r.key for r in listed.records][1:] == [added, early]
+    w.run(c, Lease(("o",), 0))
+    assert w.run(c, Lease(("o",), 0)).job_id == added  # type: ignore[attr-defined]
+    # inspect scheduled-jobs: priority first, then time.
+    late_high, soon_low = new_id(), new_id()
+    w.run(c, Schedule("p", b"", 1000, 60000, datetime.fromtimestamp(T0 + 900, timezone.utc),
+                      priority=9, job_id=late_high))
+    w.run(c, Schedule("p", b"", 1000, 60000, datetime.fromtimestamp(T0 + 100, timezone.utc),
+                      job_id=soon_low))
+    sched = w.run(c, InspectScheduledJobs("p", 0, 10))
+    assert isinstance(sched, InspectReply)
+    assert [r.key for r in sched.records] == [late_high, soon_low]
+
+
+def test_lease_creates_its_queues_as_workq_does() -> None:
+    w = World()
+    c = w.conn()
+    assert w.run(c, InspectQueue("leased-only")) == NOT_FOUND
+    assert w.run(c, Lease(("leased-only", "other"), 0)) == TIMEOUT
+    assert queue_info(w.run(c, InspectQueue("leased-only")).records[0]).ready_len == 0  # type: ignore[attr-defined]
+    reply = w.run(c, InspectQueues(0, 10))
+    assert isinstance(reply, InspectReply)
+    assert [r.key for r in reply.records] == ["leased-only", "other"]
+
+
+def test_attempts_are_capped_at_255_even_without_max_attempts() -> None:
+    """Workq 0.2.0 requeues the 255th overrun, then fails the job at the next lease without
+    handing it out; a waiting ``result`` is not told (it times out)."""
+    w = World()
+    c, waiter = w.conn(), w.conn()
+    job_id = new_id()
+    w.run(c, Add("cap", b"", 1, 60000, job_id=job_id))
+    for _ in range(255):
+        assert isinstance(w.run(c, Lease(("cap",), 0)), Leased)
+        w.tick(0.002)
+    info = w.info(c, job_id)
+    assert info.state is JobState.PENDING and info.attempts == 255
+    w.run(waiter, Result(job_id, 1000))
+    assert w.run(c, Lease(("cap",), 0)) == TIMEOUT
+    assert w.info(c, job_id).state is JobState.FAILED
+    assert w.run(c, Result(job_id)) == JobResult(job_id, False, b"")
+    assert w.run(c, Complete(job_id, b"")) == ErrorReply(ErrorKind.CLIENT_ERROR,
+                                                         "Duplicate result")
+    assert waiter.reply is None
+    w.tick(1)
+    assert waiter.take_reply() == TIMEOUT
+
+
+def test_a_scheduled_jobs_ttl_counts_from_its_time_even_a_past_one() -> None:
+    w = World()
+    c = w.conn()
+    past = new_id()
+    when = datetime.fromtimestamp(T0 - 2, timezone.utc)
+    assert w.run(c, Schedule("s", b"", 1000, 3000, when, job_id=past)) == OK
+    w.tick(0.9)
+    assert w.info(c, past).state is JobState.NEW
+    w.tick(0.2)  # T0 - 2 + 3 s
+    assert w.run(c, InspectJob(past)) == NOT_FOUND
+    # A time so far back that the TTL is over already is refused, as Workq does.
+    gone = Schedule("s", b"", 1000, 1000, datetime.fromtimestamp(T0 - 60, timezone.utc))
+    assert w.run(c, gone) == ErrorReply(ErrorKind.CLIENT_ERROR, "Invalid time")
+    assert w.run(c, InspectJob(gone.job_id)) == NOT_FOUND
+
+
+def test_a_closed_connection_is_never_handed_a_job() -> None:
+    """The deliberate difference: Workq 0.2.0 leases the next job to a waiting lease whose
+    connection closed; here the lease ends with its connection."""
+    w = World()
+    gone, alive, producer = w.conn(), w.conn(), w.conn()
+    w.run(gone, Lease(("c",), 60000))
+    w.state.disconnect(gone, w.now)
+    w.run(alive, Lease(("c",), 60000))
+    job_id = new_id()
+    w.run(producer, Add("c", b"", 1000, 60000, job_id=job_id))
+    assert gone.reply is None
+    assert alive.take_reply() == Leased(job_id, "c", 1000, b"")
+    assert w.info(producer, job_id).attempts == 1

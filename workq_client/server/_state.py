@@ -6,35 +6,47 @@ awaits. The caller passes the current time (``time.time()`` seconds: scheduled t
 wait-timeouts can be driven by a fake clock in unit tests, and a command runs to completion
 without another connection interleaving.
 
-The rules (the Workq document as corrected by NOTES.md, and the documented behaviour where the Go
-server falls short):
+The rules are Workq 0.2.0's as measured (NOTES.md, the transcript), except where it crashes,
+where it leases to closed connections and where it ignores max-fails (see docs/workq.md):
 
-* A queue exists once a job was added, scheduled or run under its name. Ready jobs are taken
-  highest priority first, then oldest first; ``lease`` with several names picks uniformly at
-  random among those names that have a ready job.
+* A queue exists once a job was added, scheduled or run under its name, or a ``lease`` named it.
+  Ready jobs are taken highest priority first, then by scheduled time (jobs never scheduled
+  first), then oldest first; ``lease`` with several names picks uniformly at random among those
+  names that have a ready job.
 * ``lease`` counts an attempt and starts the TTR. When the TTR runs out the job is requeued
-  (state PENDING) unless ``max-attempts`` is reached, in which case it ends FAILED.
-* ``fail`` counts a failure. With ``max-fails`` 0 a failure is final (FAILED, the data kept as
-  the result). With ``max-fails`` N the job is requeued until N failures, then ends FAILED --
-  **documented, and enforced here; the Go server 0.2.0 stores max-fails but never enforces it**.
+  (state PENDING) unless ``max-attempts`` is reached, in which case it ends FAILED with an empty
+  result. Whatever max-attempts says, a job requeued after 255 attempts ends FAILED at the next
+  lease that would take it (silently: no waiter is told), as in Workq.
+* ``fail`` ends the job FAILED, the data kept as its result; ``fails`` is not counted (Workq
+  0.2.0 shows 0). With ``max-fails`` N the job is requeued until its N-th failure, each one
+  counted -- **documented, and enforced here; the Go server 0.2.0 stores max-fails but never
+  enforces it**.
 * ``complete``/``fail`` are accepted for any job not finished yet, even after its TTR ran out
   (the document allows that race); a finished job answers ``Duplicate result``.
-* TTL counts from enqueueing (from the scheduled time for ``schedule``). When it runs out the
-  job and its result are removed whatever the state; unfinished jobs count as ``evicted-jobs``.
+* **One result per job.** A finished job's result goes to the first ``run``/``result`` still
+  waiting on it, and to that one only (Workq writes it once to a channel of one); the others
+  time out when their waits end. A ``result`` asked once the job is finished gets it at once.
+* TTL counts from enqueueing (from the scheduled time for ``schedule``, even a past one; a
+  schedule whose TTL would be over already is ``Invalid time``). When it runs out the job and
+  its result are removed whatever the state; unfinished jobs count as ``evicted-jobs``.
 * A duplicate id -- while the record lives, finished or not -- is ``Duplicate job``.
-* ``run`` enqueues a job (max-attempts 1, TTL = wait + TTR) and blocks: up to ``wait-timeout``
-  for a worker to lease it (then ``-TIMEOUT`` and the job is removed), then up to its TTR for the
-  result (then ``-TIMEOUT``; the job ends FAILED).
-* ``result`` answers at once for a finished job, ``-NOT-FOUND`` for an unknown one, and otherwise
-  waits up to ``wait-timeout`` (``-TIMEOUT``).
-* Deleting (or evicting) a job that a ``run`` or ``result`` waits on answers them ``-NOT-FOUND``.
+* ``run`` enqueues a job (no TTL, max-attempts 0: ``inspect`` shows both as 0) and blocks until
+  the job's result reaches it. A TTR overrun requeues the job like any other, and a late
+  ``complete``/``fail`` still answers the run. When its wait-timeout ends, a job leased at that
+  moment gets until that lease's TTR runs out; otherwise (or then) the run gets ``-TIMEOUT``.
+  Either way the job is removed when the run is answered (a later ``result`` is NOT-FOUND).
+* Deleting or evicting a job answers nobody: a ``result`` or ``run`` waiting on it gets
+  ``-TIMEOUT`` when its wait ends (Workq 0.2.0 crashes at that moment for a run).
 * A connection that closes (or half-closes) while its ``lease``/``run``/``result`` waits gets
-  ``-TIMEOUT`` at once, so no job is ever leased to a peer that is gone.
+  ``-TIMEOUT`` at once and its lease is withdrawn, so no job is ever leased to a peer that is
+  gone (Workq 0.2.0 leases the next job to it). A ``run``'s job lives on without its client,
+  until the run's wait (or the TTR of a lease running then) ends.
 
-Data structures: per queue a ready heap keyed ``(-priority, seq)`` and a scheduled heap keyed
-``(time, -priority, seq)``, both with lazy deletion (an entry is live only while the job still
-carries the entry's token); one global timer heap of ``(when, seq, kind, target, token)`` whose
-stale entries are skipped; waiting leases indexed by name in arrival order.
+Data structures: per queue a ready heap keyed ``(-priority, time or 0, seq)`` and a scheduled
+heap keyed ``(time, -priority, seq)``, both with lazy deletion (an entry is live only while the
+job still carries the entry's token); one global timer heap of ``(when, seq, kind, target,
+token)`` whose stale entries are skipped; waiting leases indexed by name in arrival order; per
+job, the FIFO of :class:`Waiter` s that may take its one result.
 """
 
 from __future__ import annotations
@@ -76,11 +88,13 @@ from .._events import (
 )
 from .._records import JobState
 
-__all__ = ["ConnState", "Job", "ServerState"]
+__all__ = ["ConnState", "Job", "ServerState", "Waiter"]
 
 _NOT_FOUND = ErrorReply(ErrorKind.NOT_FOUND)
 _TIMEOUT = ErrorReply(ErrorKind.TIMEOUT)
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+#: Workq's hard cap on a job's attempts, whatever its max-attempts.
+MAX_HARD_ATTEMPTS = 255
 
 
 def _fmt(epoch: float) -> bytes:
@@ -95,7 +109,7 @@ class Job:
     name: str
     payload: bytes
     ttr_ms: int
-    ttl_ms: int
+    ttl_ms: int  # 0 for a run's job: it has no TTL
     priority: int
     max_attempts: int
     max_fails: int
@@ -108,14 +122,31 @@ class Job:
     result: tuple[bool, bytes] | None = None
     token: int = 0  # bumped on every queue/lease transition: stale heap/timer entries die
     where: str = ""  # "ready", "scheduled", "leased" or "" (finished)
-    run_waiter: ConnState | None = None
-    result_waiters: list[ConnState] = field(default_factory=list)
+    ttr_deadline: float = 0.0  # when the current (or last) lease's TTR runs out
+    #: The blocked ``run``/``result`` commands that may take the result, first come first.
+    waiters: list[Waiter] = field(default_factory=list)
+    #: The ``run`` that created this job, while it waits.
+    run: Waiter | None = None
+
+
+@dataclass(eq=False)
+class Waiter:
+    """A blocked ``run`` or ``result``: a candidate for its job's one result."""
+
+    job: Job
+    #: The connection to answer; ``None`` once it stopped waiting (a run then goes on).
+    conn: ConnState | None
+    is_run: bool
+    #: A run whose wait ended while its job was leased: that lease's TTR bounds it now.
+    overtime: bool = False
+    #: A run that was answered (its timers are stale).
+    done: bool = False
 
 
 @dataclass(eq=False)
 class Queue:
     name: str
-    ready: list[tuple[int, int, int, Job]] = field(default_factory=list)
+    ready: list[tuple[int, float, int, int, Job]] = field(default_factory=list)
     scheduled: list[tuple[float, int, int, int, Job]] = field(default_factory=list)
     ready_len: int = 0
     scheduled_len: int = 0
@@ -132,7 +163,7 @@ class ConnState:
     on_reply: Callable[[], None] | None = None
     waiting: str = ""  # "lease", "run", "result" or ""
     lease_names: tuple[str, ...] = ()
-    wait_job: Job | None = None
+    waiter: Waiter | None = None  # while a run or result waits
     token: int = 0
 
     def take_reply(self) -> Reply | None:
@@ -170,7 +201,8 @@ class ServerState:
         return ConnState(next(self._conn_ids))
 
     def disconnect(self, conn: ConnState, now: float) -> None:
-        """Forget a connection (idempotent); a command it was blocked on is dropped."""
+        """Forget a connection (idempotent); a command it was blocked on is dropped (a lease is
+        withdrawn; a run's job lives on until the run's wait ends)."""
         if conn.id < 0:
             return
         self._stop_waiting(conn)
@@ -179,8 +211,8 @@ class ServerState:
 
     def half_close(self, conn: ConnState, now: float) -> None:
         """The client closed its sending side: a blocked command is answered ``-TIMEOUT`` now
-        (a closed peer must not be handed a job it can never report; a ``run``'s job stays
-        queued)."""
+        (a closed peer must not be handed a job it can never report; a ``run``'s job lives on
+        until the run's wait ends, as it would on Workq)."""
         if conn.waiting:
             self._answer(conn, _TIMEOUT)
 
@@ -199,6 +231,8 @@ class ServerState:
     def _live(self, kind: str, target: Any, token: int) -> bool:
         if kind == "wait":
             return bool(target.token == token and target.waiting)
+        if kind == "run":
+            return not target.done
         job: Job = target
         if self.jobs.get(job.job_id) is not job:
             return False
@@ -214,7 +248,9 @@ class ServerState:
             if not self._live(kind, target, token):
                 continue
             if kind == "wait":
-                self._wait_expired(target, now)
+                self._answer(target, _TIMEOUT)
+            elif kind == "run":
+                self._run_wait_over(target)
             elif kind == "ttl":
                 self._evict(target, now)
             elif kind == "ttr":
@@ -246,7 +282,7 @@ class ServerState:
         job.token += 1
         # Stale heap entries are skipped when they surface; rebuild when they dominate.
         if len(queue.ready) > 2 * queue.ready_len + 64:
-            queue.ready = [e for e in queue.ready if e[3].token == e[2] and e[3].where == "ready"]
+            queue.ready = [e for e in queue.ready if e[4].token == e[3] and e[4].where == "ready"]
             heapq.heapify(queue.ready)
         if len(queue.scheduled) > 2 * queue.scheduled_len + 64:
             queue.scheduled = [e for e in queue.scheduled
@@ -258,7 +294,8 @@ class ServerState:
         queue = self.queues[job.name]
         job.where = "ready"
         queue.ready_len += 1
-        heapq.heappush(queue.ready, (-job.priority, job.seq, job.token, job))
+        # Workq's order: priority, then scheduled time (never scheduled sorts first), then age.
+        heapq.heappush(queue.ready, (-job.priority, job.time or 0.0, job.seq, job.token, job))
         self._serve_lease_waiters(job.name, now)
 
     def _schedule(self, job: Job, when: float, now: float) -> None:
@@ -270,11 +307,18 @@ class ServerState:
         self._timer(when, "sched", job, job.token)
 
     def _pop_ready(self, queue: Queue) -> Job | None:
+        """The job a lease of this queue would take (left in place), or None."""
         while queue.ready:
-            _, _, token, job = queue.ready[0]
-            if job.token == token and job.where == "ready" and self.jobs.get(job.job_id) is job:
+            job, token = queue.ready[0][4], queue.ready[0][3]
+            if job.token != token or job.where != "ready" or self.jobs.get(job.job_id) is not job:
+                heapq.heappop(queue.ready)
+            elif job.attempts >= MAX_HARD_ATTEMPTS:
+                # Workq fails it here, without a result message: no waiter is told.
+                self._unplace(job)
+                job.state = JobState.FAILED
+                job.result = (False, b"")
+            else:
                 return job
-            heapq.heappop(queue.ready)
         return None
 
     def _lease(self, job: Job, now: float) -> Leased:
@@ -282,24 +326,21 @@ class ServerState:
         job.where = "leased"
         job.state = JobState.LEASED
         job.attempts += 1
-        self._timer(now + job.ttr_ms / 1000, "ttr", job, job.token)
-        waiter = job.run_waiter
-        if waiter is not None and waiter.waiting == "run":
-            waiter.token += 1  # the wait-timeout no longer applies; the TTR does
+        job.ttr_deadline = now + job.ttr_ms / 1000
+        self._timer(job.ttr_deadline, "ttr", job, job.token)
         return Leased(job.job_id, job.name, job.ttr_ms, job.payload)
 
     def _finish(self, job: Job, success: bool, data: bytes) -> None:
         self._unplace(job)
         job.state = JobState.COMPLETED if success else JobState.FAILED
         job.result = (success, data)
-        reply = JobResult(job.job_id, success, data)
-        waiters = job.result_waiters
-        job.result_waiters = []
-        if job.run_waiter is not None:
-            waiters.append(job.run_waiter)
-            job.run_waiter = None
-        for conn in waiters:
-            self._answer(conn, reply)
+        if job.waiters:  # the result goes to the first waiter only
+            waiter = job.waiters.pop(0)
+            reply = JobResult(job.job_id, success, data)
+            if waiter.is_run:
+                self._end_run(waiter, reply)
+            elif waiter.conn is not None:
+                self._answer(waiter.conn, reply)
 
     def _requeue_or_fail(self, job: Job, data: bytes, now: float) -> None:
         if job.max_attempts and job.attempts >= job.max_attempts:
@@ -309,22 +350,16 @@ class ServerState:
             self._make_ready(job, now)
 
     def _ttr_expired(self, job: Job, now: float) -> None:
-        waiter = job.run_waiter
-        if waiter is not None:
-            job.run_waiter = None
-            self._answer(waiter, _TIMEOUT)
-        self._requeue_or_fail(job, b"", now)
+        run = job.run
+        if run is not None and run.overtime:
+            self._end_run(run, _TIMEOUT)  # its wait is over and so is this lease
+        else:
+            self._requeue_or_fail(job, b"", now)
 
     def _remove(self, job: Job) -> None:
+        """Forget a job. Nobody waiting on it is answered: their waits run out (Workq)."""
         self._unplace(job)
         del self.jobs[job.job_id]
-        waiters = job.result_waiters
-        job.result_waiters = []
-        if job.run_waiter is not None:
-            waiters.append(job.run_waiter)
-            job.run_waiter = None
-        for conn in waiters:
-            self._answer(conn, _NOT_FOUND)
 
     def _evict(self, job: Job, now: float) -> None:
         if job.result is None:
@@ -347,14 +382,13 @@ class ServerState:
                     waiters.pop(conn, None)
                     if not waiters:
                         del self._lease_waiters[name]
-        elif conn.waiting in ("run", "result") and conn.wait_job is not None:
-            job = conn.wait_job
-            if job.run_waiter is conn:
-                job.run_waiter = None
-            if conn in job.result_waiters:
-                job.result_waiters.remove(conn)
+        waiter = conn.waiter
+        if waiter is not None:
+            waiter.conn = None
+            if not waiter.is_run and waiter in waiter.job.waiters:
+                waiter.job.waiters.remove(waiter)
         conn.waiting = ""
-        conn.wait_job = None
+        conn.waiter = None
         conn.lease_names = ()
         conn.token += 1
 
@@ -363,12 +397,26 @@ class ServerState:
         conn.token += 1
         self._timer(now + wait_ms / 1000, "wait", conn, conn.token)
 
-    def _wait_expired(self, conn: ConnState, now: float) -> None:
-        job = conn.wait_job
-        if conn.waiting == "run" and job is not None and job.where == "ready":
-            job.run_waiter = None
-            self._remove(job)  # nobody took it: the caller gave up on it
-        self._answer(conn, _TIMEOUT)
+    def _run_wait_over(self, run: Waiter) -> None:
+        """A run's wait-timeout ran out (or, in overtime, the TTR of the lease it waited on)."""
+        job = run.job
+        if not run.overtime and job.where == "leased" and self.jobs.get(job.job_id) is job:
+            run.overtime = True  # a worker has it: wait out that lease's TTR
+            self._timer(job.ttr_deadline, "run", run, 0)
+        else:
+            self._end_run(run, _TIMEOUT)
+
+    def _end_run(self, run: Waiter, reply: Reply) -> None:
+        """Answer a run (if its client still waits) and remove its job, as Workq does."""
+        run.done = True
+        job = run.job
+        job.run = None
+        if run in job.waiters:
+            job.waiters.remove(run)
+        if run.conn is not None:
+            self._answer(run.conn, reply)
+        if self.jobs.get(job.job_id) is job:
+            self._remove(job)
 
     def _serve_lease_waiters(self, name: str, now: float) -> None:
         waiters = self._lease_waiters.get(name)
@@ -399,8 +447,8 @@ class ServerState:
                   max_attempts, max_fails, now, next(self._seq), when)
         self.jobs[job.job_id] = job
         self._queue(job.name)
-        start = now if when is None else max(now, when)
-        self._timer(start + ttl_ms / 1000, "ttl", job, 0)
+        if ttl_ms:
+            self._timer((now if when is None else when) + ttl_ms / 1000, "ttl", job, 0)
         return job
 
     def _cmd_add(self, conn: ConnState, cmd: Add, now: float) -> Reply | None:
@@ -412,6 +460,8 @@ class ServerState:
 
     def _cmd_schedule(self, conn: ConnState, cmd: Schedule, now: float) -> Reply | None:
         when = cmd.time.timestamp()
+        if when + cmd.ttl_ms / 1000 <= now:  # Workq checks the expiry is still ahead
+            return ErrorReply(ErrorKind.CLIENT_ERROR, "Invalid time")
         job = self._new_job(cmd, cmd.ttl_ms, cmd.max_attempts, cmd.max_fails, now, when)
         if isinstance(job, ErrorReply):
             return job
@@ -422,21 +472,19 @@ class ServerState:
         return OK
 
     def _cmd_run(self, conn: ConnState, cmd: Run, now: float) -> Reply | None:
-        job = self._new_job(cmd, cmd.wait_ms + cmd.ttr_ms, 1, 0, now, None)
+        job = self._new_job(cmd, 0, 0, 0, now, None)
         if isinstance(job, ErrorReply):
             return job
-        job.run_waiter = conn
-        conn.wait_job = job
+        run = Waiter(job, conn, is_run=True)
+        job.run = run
+        job.waiters.append(run)
         conn.waiting = "run"
+        conn.waiter = run
         self._make_ready(job, now)  # may be leased at once by a waiting worker
-        if job.where == "leased":
-            return None  # answered at completion or TTR expiry
         if cmd.wait_ms == 0:
-            job.run_waiter = None
-            self._stop_waiting(conn)
-            self._remove(job)
-            return _TIMEOUT
-        self._wait(conn, "run", cmd.wait_ms, now)
+            self._run_wait_over(run)  # -TIMEOUT now, unless a worker took it
+            return conn.take_reply()
+        self._timer(now + cmd.wait_ms / 1000, "run", run, 0)
         return None
 
     def _cmd_result(self, conn: ConnState, cmd: Result, now: float) -> Reply | None:
@@ -447,20 +495,18 @@ class ServerState:
             return JobResult(job.job_id, *job.result)
         if cmd.wait_ms == 0:
             return _TIMEOUT
-        job.result_waiters.append(conn)
-        conn.wait_job = job
+        waiter = Waiter(job, conn, is_run=False)
+        job.waiters.append(waiter)
+        conn.waiter = waiter
         self._wait(conn, "result", cmd.wait_ms, now)
         return None
 
     def _cmd_lease(self, conn: ConnState, cmd: Lease, now: float) -> Reply | None:
         names = list(dict.fromkeys(cmd.names))
-        candidates = [
-            (name, job) for name in names
-            if name in self.queues and (job := self._pop_ready(self.queues[name])) is not None
-        ]
+        queues = [self._queue(name) for name in names]  # a lease creates its queues (Workq)
+        candidates = [job for queue in queues if (job := self._pop_ready(queue)) is not None]
         if candidates:
-            _, job = self._rng.choice(candidates)
-            return self._lease(job, now)
+            return self._lease(self._rng.choice(candidates), now)
         if cmd.wait_ms == 0:
             return _TIMEOUT
         conn.lease_names = tuple(names)
@@ -475,11 +521,11 @@ class ServerState:
             return _NOT_FOUND
         if job.result is not None:
             return ErrorReply(ErrorKind.CLIENT_ERROR, "Duplicate result")
-        if success:
-            self._finish(job, True, cmd.result)
+        if success or not job.max_fails:
+            self._finish(job, success, cmd.result)  # a fail is final and not counted (Workq)
             return OK
-        job.fails += 1
-        if job.max_fails and job.fails < job.max_fails:
+        job.fails += 1  # max-fails, enforced here (not by Workq 0.2.0)
+        if job.fails < job.max_fails:
             self._requeue_or_fail(job, cmd.result, now)
         else:
             self._finish(job, False, cmd.result)
@@ -536,11 +582,11 @@ class ServerState:
             return _NOT_FOUND
         live = sorted(
             (entry for entry in queue.ready
-             if entry[3].token == entry[2] and entry[3].where == "ready"),
-            key=lambda entry: (entry[0], entry[1]),
+             if entry[4].token == entry[3] and entry[4].where == "ready"),
+            key=lambda entry: entry[:3],
         )
         page = live[cmd.offset : cmd.offset + cmd.limit]
-        return InspectReply(tuple(self.job_record(entry[3]) for entry in page))
+        return InspectReply(tuple(self.job_record(entry[4]) for entry in page))
 
     def _cmd_inspectscheduledjobs(
         self, conn: ConnState, cmd: InspectScheduledJobs, now: float
@@ -551,7 +597,7 @@ class ServerState:
         live = sorted(
             (entry for entry in queue.scheduled
              if entry[4].token == entry[3] and entry[4].where == "scheduled"),
-            key=lambda entry: entry[:3],
+            key=lambda entry: (entry[1], entry[0], entry[2]),  # Workq: priority, then time
         )
         page = live[cmd.offset : cmd.offset + cmd.limit]
         return InspectReply(tuple(self.job_record(entry[4]) for entry in page))
