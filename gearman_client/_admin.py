@@ -10,13 +10,18 @@ server is sloppy and strict where it matters:
   before the ``\\n`` is dropped;
 * list replies (``workers``, ``status``, ``prioritystatus``, ``show jobs``, ``show unique jobs``)
   end with a line holding a single ``.``; an empty list is a bare ``.``;
-* ``ERR CODE text`` is an error (gearmand writes spaces in the text as ``+``); ``OK [text]``
-  a success;
+* ``ERR CODE text`` is an error (gearmand writes spaces in the text as ``+``); some of
+  gearmand's errors have no code, only words (``ERR function not found``, ``ERR there are still
+  connected workers or executing clients``): an ``ERR`` whose first word is not an upper-case
+  code gives :class:`AdminError` with an empty ``code`` and the whole text; ``OK [text]`` a
+  success;
 * a line is at most :data:`MAX_LINE` bytes, so a peer that never sends ``\\n`` cannot grow memory
   without bound.
 
-Names sent in commands may not contain whitespace or NUL: a function named ``"x\\nshutdown"``
-would otherwise run a second command (command injection).
+Commands are sent ending in ``\\r\\n``, as gearadmin sends them: gearmand 1.1.20 stores ``create
+function nf\\n`` as the function ``n`` (it drops the character before the ``\\n``), and
+``nf\\r\\n`` as ``nf``. Names sent in commands may not contain whitespace or NUL: a function
+named ``"x\\nshutdown"`` would otherwise run a second command (command injection).
 """
 
 from __future__ import annotations
@@ -124,8 +129,9 @@ class AdminCommand:
         raise NotImplementedError
 
     def encode(self) -> bytes:
-        """The command line (``\\n``-terminated, as gearadmin sends it)."""
-        return " ".join(self.words()).encode() + b"\n"
+        """The command line, ``\\r\\n``-terminated as gearadmin sends it (gearmand 1.1.20 cuts
+        the last character off a ``create function`` line that ends in a bare ``\\n``)."""
+        return " ".join(self.words()).encode() + b"\r\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,10 +289,17 @@ class AdminList(AdminReply):
 
 @dataclass(frozen=True, slots=True)
 class AdminError(AdminReply):
-    """``ERR CODE text`` (``+`` in the text turned back into spaces)."""
+    """``ERR CODE text`` (``+`` in the text turned back into spaces), or ``ERR words`` without a
+    code (``code`` is then ``""`` and ``message`` the words as sent)."""
 
     code: str
     message: str = ""
+
+
+def _is_code(word: str) -> bool:
+    """gearmand's error codes are upper-case words: ``UNKNOWN_JOB``, ``INVALID_ARGUMENTS``."""
+    return bool(word) and word.isascii() and all(c.isupper() or c.isdigit() or c == "_"
+                                                 for c in word)
 
 
 def _parse_single(line: bytes) -> AdminReply:
@@ -294,8 +307,10 @@ def _parse_single(line: bytes) -> AdminReply:
     if text == "OK" or text.startswith("OK "):
         return AdminOk(text[3:])
     if text == "ERR" or text.startswith("ERR "):
-        _, _, rest = text.partition(" ")
+        rest = text[4:]
         code, _, message = rest.partition(" ")
+        if not _is_code(code):  # "ERR function not found": words only
+            return AdminError("", rest)
         return AdminError(code, message.replace("+", " "))
     raise RemoteProtocolError(f"admin reply is neither OK nor ERR: {line[:60]!r}")
 
@@ -405,8 +420,10 @@ def _text(raw: bytes) -> str:
 
 @dataclass(frozen=True, slots=True)
 class WorkerInfo:
-    """One line of ``workers``: ``FD IP CLIENT-ID : FUNCTION ...`` (every connection is listed,
-    clients and admin connections too; ``client_id`` is ``-`` when unset)."""
+    """One entry of ``workers``: ``FD IP CLIENT-ID : FUNCTION ...``. Every connection is listed,
+    clients and admin connections too; ``client_id`` is ``-`` when the connection never sent
+    SET_CLIENT_ID, and otherwise as sent (gearmand 1.1.20 prints it verbatim: it may be empty
+    or hold spaces, colons, control characters, even a newline)."""
 
     fd: int
     address: str
@@ -446,23 +463,54 @@ class JobInfo:
     queued: bool
 
 
+def _entry_start(line: bytes) -> bool:
+    """Whether ``line`` starts a ``workers`` entry (``FD IP ``), rather than continuing the
+    previous one after a newline inside a client id."""
+    fd, sep, rest = line.partition(b" ")
+    return bool(sep) and fd.isdigit() and b" " in rest
+
+
+def _separator(rest: bytes) -> int:
+    """Where the `` :`` before the functions starts in ``ID : F1 F2`` (``rest``): the last
+    `` :`` followed by a space or the end. The id is printed verbatim and may itself hold
+    `` : `` (``a : b : f`` is id ``a : b``), so the last one is taken; a function name holding
+    `` : `` is then misread, but function names are split on spaces anyway."""
+    end = len(rest)
+    while (i := rest.rfind(b" :", 0, end)) >= 0:
+        if i + 2 == len(rest) or rest[i + 2] == 0x20:
+            return i
+        end = i + 1
+    return -1
+
+
 def parse_workers(lines: tuple[bytes, ...]) -> list[WorkerInfo]:
     """Parse the lines of a ``workers`` reply.
 
+    gearmand prints each client id as it was sent, so ids with spaces, colons, `` : `` or an
+    empty id parse (functions follow the last `` :``), and an id with a newline in it, which
+    breaks its entry over two lines, is joined back (a line that does not start ``FD IP `` goes
+    with the one before). An id containing ``\\n.\\n`` ends gearmand's list early: no reader can
+    tell that apart from the real end.
+
     Raises:
-        RemoteProtocolError: a line without ``FD IP ID :``.
+        RemoteProtocolError: an entry without ``FD IP ID :``.
     """
-    out = []
+    entries: list[bytes] = []
     for line in lines:
-        head, sep, tail = line.partition(b" :")
-        parts = head.split(b" ")
-        if not sep or len(parts) != 3:
-            raise RemoteProtocolError(f"bad workers line {line[:80]!r}")
-        fd = _num(_text(parts[0]), line)
-        out.append(
-            WorkerInfo(fd, _text(parts[1]), _text(parts[2]),
-                       tuple(_text(f) for f in tail.split(b" ") if f))
-        )
+        if entries and not _entry_start(line):
+            entries[-1] += b"\n" + line
+        else:
+            entries.append(line)
+    out = []
+    for entry in entries:
+        fd, _, rest = entry.partition(b" ")
+        address, _, rest = rest.partition(b" ")
+        cut = _separator(rest)
+        if not fd.isdigit() or not address or cut < 0:
+            raise RemoteProtocolError(f"bad workers line {entry[:80]!r}")
+        functions = rest[cut + 2 :].split(b" ")
+        out.append(WorkerInfo(int(fd), _text(address), _text(rest[:cut]),
+                              tuple(_text(f) for f in functions if f)))
     return out
 
 

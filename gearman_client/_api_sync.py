@@ -6,15 +6,17 @@ drift apart). Each method builds a validated packet, sends it through one server
 transport (:mod:`jobwire._transport`), and shapes the answer; all protocol rules live in the
 Sans-IO core, all I/O in the transport.
 
-Several servers: a job with a unique id goes to the server chosen by a hash of the unique (so
-coalescing works across servers), other requests round-robin; a server that cannot be reached is
-skipped (fail-over) and retried only after a jittered back-off. A connection that broke is
-replaced on the next call (never silently mid-call).
+Several servers: a job with a unique id goes to the server chosen for it by rendezvous
+(highest-random-weight) hashing, so coalescing works across servers and clients, whatever the
+order of their lists, and adding a server moves only the ids it now wins; other requests
+round-robin. A server that cannot be reached is skipped (fail-over, in the order of the
+weights) and retried only after a jittered back-off. A connection that broke is replaced on the
+next call (never silently mid-call).
 """
 
 from __future__ import annotations
 
-import zlib
+import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -28,6 +30,7 @@ from jobwire._url import (
     Address,
     AddressLike,
     InvalidAddress,
+    TCPAddress,
     resolve_address,
     resolve_addresses,
 )
@@ -125,11 +128,19 @@ def _addresses(servers: ServersLike, port: int | None = None) -> list[Address]:
     return resolve_addresses(servers, scheme="gearman", default_port=DEFAULT_PORT)
 
 
+def _server_seed(address: Address) -> hashlib.blake2b:
+    """The hash state a server's weights start from: its address as written in the server list
+    (``host:port``, the host in lower case; ``unix:/path``), length-prefixed."""
+    name = (str(address).lower() if isinstance(address, TCPAddress) else str(address)).encode()
+    return hashlib.blake2b(len(name).to_bytes(4, "big") + name, digest_size=8)
+
+
 class _ServerSlot:
     """One server: its current connection (replaced after it breaks) and back-off."""
 
     def __init__(self, address: Address) -> None:
         self.address = address
+        self.seed = _server_seed(address)
         self.transport: Transport | None = None
         self.session: GearmanSession | None = None
         self.backoff = Backoff(base=0.05, cap=5.0)
@@ -153,12 +164,28 @@ class _Pool:
         self._closed = False
 
     def order(self, route: bytes | None) -> list[_ServerSlot]:
+        """The servers to try for a request, first choice first.
+
+        With a ``route`` (a unique id): rendezvous hashing. Each server's weight for the id is
+        a 64-bit BLAKE2b hash of the server's address and the id, and the servers are tried
+        from the highest weight down. Every client that lists the same servers (in any order)
+        sends the id to the same one; a new server takes only the ids for which it weighs
+        most (about 1/n of them) and no id moves between the old ones; when the first choice
+        is down, the id goes to its second, which is the server a client that never knew the
+        first would pick. Without a route: round-robin.
+        """
         n = len(self.servers)
+        if n == 1:
+            return list(self.servers)
         if route:
-            start = zlib.crc32(route) % n
-        else:
-            start = self._next % n
-            self._next += 1
+            def weight(server: _ServerSlot) -> bytes:
+                digest = server.seed.copy()
+                digest.update(route)
+                return digest.digest()
+
+            return sorted(self.servers, key=weight, reverse=True)
+        start = self._next % n
+        self._next += 1
         return [self.servers[(start + i) % n] for i in range(n)]
 
     def connect(self, server: _ServerSlot) -> tuple[Transport, GearmanSession]:
@@ -244,6 +271,13 @@ class Client:
 
     The ``exceptions`` option is requested on each connection, so a worker's WORK_EXCEPTION
     arrives as :class:`~gearman_client.errors.JobException` (not a bare ``JobFailed``).
+
+    With several servers, a job with a unique id goes to the server picked by rendezvous
+    (highest-random-weight) hashing: every server gets a weight for the id, a 64-bit BLAKE2b
+    hash of the server's ``host:port`` and the id, and the highest wins (the next ones are the
+    fail-over order). Clients that list the same servers, in any order and spelt the same way,
+    send an id to the same server, so its jobs coalesce; adding a server moves only the ids it
+    now wins (about 1/n), all to itself. Jobs without a unique id go round-robin.
 
     Raises:
         TypeError, InvalidAddress: ``servers`` is not a server address or a list of them.
@@ -625,7 +659,9 @@ class Admin:
         return list(self._list(adm.ShowUniqueJobs()))
 
     def cancel_job(self, handle: str | bytes) -> None:
-        """``cancel job H``. Raises ServerError (``UNKNOWN_JOB``) for a running or unknown job."""
+        """``cancel job H``: the clients waiting for the job get WORK_FAIL at once. The job stays
+        in ``show jobs`` (ignored) until a worker would be given it, and a running job runs to
+        its end. Raises ServerError (``UNKNOWN_JOB``) for an unknown job."""
         try:
             text = handle.decode("ascii") if isinstance(handle, bytes) else handle
         except UnicodeDecodeError:
@@ -633,11 +669,14 @@ class Admin:
         self._ok(adm.CancelJob(text))
 
     def create_function(self, function: str) -> None:
-        """``create function F`` (gearmand 1.1.20 stores the name minus its last character)."""
+        """``create function F``: the function exists (``status`` lists it) before any job or
+        worker; ``maxqueue`` then applies to it."""
         self._ok(adm.CreateFunction(function))
 
     def drop_function(self, function: str) -> None:
-        """``drop function F``. Raises ServerError if it is unknown or in use."""
+        """``drop function F``. Raises ServerError (``code`` ``""``) if it is unknown (``function
+        not found``) or has workers (``there are still connected workers or executing
+        clients``); the bundled server also refuses while it has jobs."""
         self._ok(adm.DropFunction(function))
 
     def maxqueue(self, function: str, *sizes: int) -> None:

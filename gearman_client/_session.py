@@ -40,6 +40,8 @@ class JobTracker:
     on_update: Callable[[Update], None] | None = None
     #: Set once JOB_CREATED names the job.
     handle: bytes | None = None
+    #: The data of the job's last WORK_WARNING (given to ``JobFailed``).
+    warning: bytes | None = None
 
 
 class GearmanSession(FifoSession[Pending[Any]]):
@@ -123,6 +125,8 @@ class GearmanSession(FifoSession[Pending[Any]]):
             return
         if isinstance(packet, (pk.WorkData, pk.WorkWarning, pk.WorkStatus)):
             for tracker in trackers:
+                if isinstance(packet, pk.WorkWarning):
+                    tracker.warning = packet.data
                 if tracker.on_update is not None:
                     try:
                         tracker.on_update(packet)
@@ -136,7 +140,7 @@ class GearmanSession(FifoSession[Pending[Any]]):
             elif isinstance(packet, pk.WorkException):
                 tracker.pending.reject(JobException(handle, packet.data))
             else:
-                tracker.pending.reject(JobFailed(handle))
+                tracker.pending.reject(JobFailed(handle, tracker.warning))
 
     def fail(self, error: JobwireError) -> None:
         """Fail every waiting request and every tracked job with ``error``."""

@@ -14,10 +14,12 @@ class GearmanError(JobwireError):
 
 
 class ServerError(GearmanError):
-    """The server answered ERROR ``code`` (e.g. ``UNKNOWN_OPTION``, ``ARGUMENT_TOO_LARGE``)."""
+    """The server answered ERROR ``code`` (e.g. ``UNKNOWN_OPTION``, ``ARGUMENT_TOO_LARGE``), or
+    an admin ``ERR`` (``code`` is ``""`` for gearmand's errors that have words only, such as
+    ``ERR function not found``)."""
 
     def __init__(self, code: str, text: str = "") -> None:
-        super().__init__(f"{code}: {text}" if text else code)
+        super().__init__(f"{code}: {text}" if code and text else code or text)
         self.code = code
         self.text = text
 
@@ -27,11 +29,18 @@ class QueueFull(ServerError):
 
 
 class JobFailed(GearmanError):
-    """WORK_FAIL: the worker reported failure (no details)."""
+    """WORK_FAIL: the worker reported failure.
 
-    def __init__(self, handle: bytes) -> None:
-        super().__init__(f"job {handle!r} failed")
+    WORK_FAIL carries no details; ``warning`` is the data of the last WORK_WARNING the job sent
+    before it (``None`` if none). A jobwire worker whose handler raised sends the exception as
+    that warning (``"ValueError: text"``), then WORK_FAIL.
+    """
+
+    def __init__(self, handle: bytes, warning: bytes | None = None) -> None:
+        detail = "" if warning is None else f": {warning[:200]!r}"
+        super().__init__(f"job {handle!r} failed{detail}")
         self.handle = handle
+        self.warning = warning
 
 
 class JobException(GearmanError):

@@ -10,8 +10,12 @@ How a worker runs, per server:
 3. GRAB_JOB_UNIQ (GRAB_JOB_ALL with ``grab_all=True``): a job runs in its own task; NO_JOB gives
    the slot back and sends PRE_SLEEP, then waits for NOOP, or at most ``regrab_interval``
    seconds (gearmand 1.1.x never wakes a worker for an epoch job that comes due);
-4. a handler's return value is sent as WORK_COMPLETE; an exception as WORK_EXCEPTION (clients
-   that did not ask for exceptions get WORK_FAIL from the server).
+4. a handler's return value is sent as WORK_COMPLETE. An exception is sent as WORK_WARNING
+   (``"ValueError: text"``) followed by WORK_FAIL, as libgearman's own workers end a failed job
+   with WORK_FAIL: that is the one ending every client finishes on. WORK_EXCEPTION is sent only
+   for functions registered with ``exceptions=True``, because gearmand 1.1.20 hands it to the
+   clients that did not ask for the ``exceptions`` option as a WORK_FAIL with a NUL after the
+   handle, on which the ``gearman`` tool waits forever and pygearman fails (docs/gearman.md).
 
 :meth:`AsyncWorker.stop` is graceful: no more grabs, in-flight jobs finish and report, then
 :meth:`AsyncWorker.work` returns.
@@ -82,6 +86,7 @@ AsyncHandler = Callable[[AsyncJob], Awaitable["str | bytes | None"]]
 class _Ability:
     handler: Callable[[AsyncJob], Awaitable[Any]]
     timeout: int | None  # milliseconds
+    exceptions: bool = False  # a raising handler sends WORK_EXCEPTION
 
 
 class AsyncWorker:
@@ -125,7 +130,7 @@ class AsyncWorker:
 
     def register(
         self, function: str | bytes, handler: Callable[[AsyncJob], Awaitable[Any]], *,
-        timeout: float | None = None,
+        timeout: float | None = None, exceptions: bool = False,
     ) -> None:
         """Run ``handler`` for jobs of ``function``.
 
@@ -133,6 +138,14 @@ class AsyncWorker:
         longer is taken back and requeued by the server, silently for the client, and this
         worker's late result is refused (JOB_NOT_FOUND). Takes effect on connections opened
         later, and on open ones with the next packet they send.
+
+        A handler that raises ends its job with WORK_WARNING (``"ValueError: text"``) and
+        WORK_FAIL: every client's wait ends, and jobwire clients raise ``JobFailed`` with the
+        text in ``.warning``. With ``exceptions=True`` it sends WORK_EXCEPTION instead (jobwire
+        clients raise ``JobException``); only for functions whose clients all ask for the
+        ``exceptions`` option: gearmand 1.1.20 sends the others a WORK_FAIL with a NUL after the
+        handle, which the ``gearman`` tool never finishes on (the bundled server sends them a
+        clean WORK_FAIL).
 
         Raises:
             LocalProtocolError: an invalid function name or timeout.
@@ -143,7 +156,7 @@ class AsyncWorker:
             raise LocalProtocolError(f"timeout must be positive, got {timeout!r}")
         packet: pk.Packet = pk.CanDo(name) if millis is None else pk.CanDoTimeout(name, millis)
         packet.validate()
-        self._abilities[name] = _Ability(handler, millis)
+        self._abilities[name] = _Ability(handler, millis, exceptions)
         for session, _ in self._live:
             session.request(packet)
         self._wake_sleepers()
@@ -297,7 +310,12 @@ class AsyncWorker:
                 )
             except Exception as exc:  # the job failed, not the worker
                 logger.debug("job %r raised %r", job.handle, exc)
-                packet = pk.WorkException(job.handle, f"{type(exc).__name__}: {exc}".encode())
+                text = f"{type(exc).__name__}: {exc}".encode(errors="replace")
+                if ability is not None and ability.exceptions:
+                    packet = pk.WorkException(job.handle, text)
+                else:  # WORK_FAIL ends every client's wait, whatever options it asked for
+                    session.request(pk.WorkWarning(job.handle, text))
+                    packet = pk.WorkFail(job.handle)
             try:
                 session.request(packet)
                 await transport.flush()
@@ -343,8 +361,9 @@ class Worker:
         self._portal: anyio.from_thread.BlockingPortal | None = None
 
     def register(self, function: str | bytes, handler: Callable[[Job], Any], *,
-                 timeout: float | None = None) -> None:
-        """Run ``handler(job)`` (in a thread) for jobs of ``function``."""
+                 timeout: float | None = None, exceptions: bool = False) -> None:
+        """Run ``handler(job)`` (in a thread) for jobs of ``function``; ``timeout`` and
+        ``exceptions`` as for :meth:`AsyncWorker.register`."""
 
         async def run(job: AsyncJob) -> Any:
             portal = self._portal
@@ -354,9 +373,10 @@ class Worker:
             return await anyio.to_thread.run_sync(handler, sync_job, abandon_on_cancel=False)
 
         if self._portal is not None:  # working: change it from the event loop's own thread
-            self._portal.call(partial(self._async.register, function, run, timeout=timeout))
+            self._portal.call(partial(self._async.register, function, run, timeout=timeout,
+                                      exceptions=exceptions))
         else:
-            self._async.register(function, run, timeout=timeout)
+            self._async.register(function, run, timeout=timeout, exceptions=exceptions)
 
     def unregister(self, function: str | bytes) -> None:
         """Stop taking jobs of ``function``."""

@@ -9,8 +9,12 @@ differences:
 
 * a SUBMIT_JOB_EPOCH job whose time comes wakes sleeping workers (gearmand 1.1.20 does not);
 * priority is global (a HIGH job of any function before a NORMAL one), as in gearmand 2.0;
-* ``create function F`` stores ``F`` (gearmand 1.1.20 drops its last character) and
-  ``shutdown [graceful]`` exists;
+* ``shutdown [graceful]`` exists, and ``drop function`` refuses a function that has jobs
+  (gearmand drops it and orphans the jobs);
+* what gearmand gets wrong is not copied: a cancelled job or one whose clients all left does not
+  swallow a later submit of its unique id, clients are told of a cancel once, a 64-byte unique
+  id is refused (gearmand truncates it and corrupts the job), a newline in a client id is
+  listed as ``?`` (gearmand's would forge ``workers`` lines) — docs/gearman.md;
 * nothing else on purpose: CAN_DO_TIMEOUT is in milliseconds with a 1000 ms minimum, a job that
   runs out is requeued silently, as in gearmand.
 """
@@ -43,7 +47,8 @@ class Conn:
     address: str
     protocol: ServerConnection = field(default_factory=ServerConnection)
     out: bytearray = field(default_factory=bytearray)
-    client_id: str = "-"
+    #: As sent by SET_CLIENT_ID (``-`` if never sent), listed by the ``workers`` command.
+    client_id: bytes = b"-"
     #: function -> CAN_DO_TIMEOUT in seconds (None: no timeout), in registration order.
     abilities: dict[bytes, float | None] = field(default_factory=dict)
     exceptions: bool = False
@@ -76,8 +81,11 @@ class Job:
     worker: Conn | None = None
     numerator: int = 0
     denominator: int = 0
+    #: Times the job went back to the queue after its worker left or timed out.
     retries: int = 0
+    #: Every client left before it ran, or it was cancelled: dropped when next grabbed.
     ignore: bool = False
+    cancelled: bool = False
     deadline: float | None = None
 
 
@@ -223,7 +231,7 @@ class ServerState:
             return
         if unique:
             existing = self.uniques.get((function, unique))
-            if existing is not None:
+            if existing is not None and not existing.cancelled:
                 if not background and conn not in existing.clients:
                     existing.clients.append(conn)
                     existing.ignore = False
@@ -277,9 +285,10 @@ class ServerState:
         conn.abilities.clear()
 
     def _set_client_id(self, conn: Conn, p: pk.SetClientId, now: float) -> None:
-        text = p.client_id.decode("utf-8", "replace")
-        conn.client_id = "".join(c if c.isprintable() and not c.isspace() else "?" for c in text)
-        conn.client_id = conn.client_id or "-"
+        # As gearmand 1.1.20: up to the first NUL, at most 127 bytes, spaces, colons and control
+        # bytes kept, an empty id listed empty. A newline becomes "?": gearmand prints it and
+        # so lets a worker break (or forge) the lines of every admin's ``workers`` reply.
+        conn.client_id = p.client_id.partition(b"\0")[0][:127].replace(b"\n", b"?")
 
     def _has_job_for(self, conn: Conn) -> bool:
         for function in conn.abilities:
@@ -321,7 +330,6 @@ class ServerState:
         fn = self._function(job.function)
         fn.running += 1
         job.worker = conn
-        job.retries += 1
         conn.running.add(job.handle)
         timeout = conn.abilities.get(job.function)
         if timeout:
@@ -340,6 +348,7 @@ class ServerState:
     def _requeue(self, job: Job) -> None:
         if job.worker is not None:
             self._function(job.function).running -= 1
+        job.retries += 1
         job.worker = None
         job.deadline = None
         self._function(job.function).queues[job.priority].appendleft(job)
@@ -413,9 +422,9 @@ class ServerState:
             out.extend(b".\n")
 
         if lowered == ["workers"]:
-            listing([
-                f"{c.fd} {c.address} {c.client_id} :".encode()
-                + b"".join(b" " + f for f in c.abilities)
+            listing([  # functions newest first, as gearmand lists them
+                b"%d %s %s :" % (c.fd, c.address.encode(), c.client_id)
+                + b"".join(b" " + f for f in reversed(c.abilities))
                 for c in self.conns.values()
             ])
         elif lowered == ["status"]:
@@ -432,23 +441,21 @@ class ServerState:
                 for fn in self.functions.values()
             ])
         elif lowered == ["show", "jobs"]:
+            # gearmand's last column is job_queued: set for a background job (it is kept in the
+            # persistent queue, even when there is none), cleared by a cancel
             listing([
-                b"%s\t%d\t%d\t%d" % (j.handle, j.retries, j.ignore, j.worker is None)
+                b"%s\t%d\t%d\t%d" % (j.handle, j.retries, j.ignore,
+                                      j.background and not j.cancelled)
                 for j in self.jobs.values()
             ])
         elif lowered == ["show", "unique", "jobs"]:
             listing([j.unique for j in self.jobs.values()])
         elif lowered[:2] == ["cancel", "job"] and len(words) == 3:
             job = self.jobs.get(words[2].encode("utf-8", "surrogateescape"))
-            if job is None or job.worker is not None:
+            if job is None:
                 out.extend(b"ERR UNKNOWN_JOB\r\n")
             else:
-                fn = self._function(job.function)
-                if job.when > now:
-                    fn.future -= 1
-                else:
-                    fn.queues[job.priority].remove(job)
-                self._forget(job)
+                self._cancel(job)
                 out.extend(b"OK\r\n")
         elif lowered[:2] == ["create", "function"] and len(words) == 3:
             self._function(words[2].encode("utf-8", "surrogateescape"))
@@ -458,9 +465,10 @@ class ServerState:
             dropped = self.functions.get(name)
             if dropped is None:
                 out.extend(b"ERR function not found\r\n")
-            elif (dropped.running or dropped.future or any(dropped.queues.values())
-                  or self._workers_for(name)):
-                out.extend(b"ERR function+has+jobs+or+workers\r\n")
+            elif self._workers_for(name):
+                out.extend(b"ERR there are still connected workers or executing clients\r\n")
+            elif dropped.running or dropped.future or any(dropped.queues.values()):
+                out.extend(b"ERR there are still queued or running jobs\r\n")
             else:
                 del self.functions[name]
                 out.extend(b"OK\r\n")
@@ -495,6 +503,18 @@ class ServerState:
             word = words[0] if words else ""
             out.extend(b"ERR UNKNOWN_COMMAND Unknown+server+command%s\r\n" % word.encode(
                 "utf-8", "surrogateescape"))
+
+    def _cancel(self, job: Job) -> None:
+        """``cancel job``, as gearmand 1.1.20 does it: the job's clients get WORK_FAIL now; the
+        job stays (``show jobs`` lists it ignored, ``status`` counts it, GET_STATUS knows it)
+        until a worker would be given it, and a running one runs to its end. Unlike gearmand,
+        its clients are let go (never told twice, and a later WORK_* goes to nobody) and a new
+        submit of its unique id makes a new job."""
+        job.ignore = job.cancelled = True
+        for client in job.clients:
+            client.waiting.discard(job.handle)
+            client.send(pk.WorkFail(job.handle))
+        job.clients = []
 
     def _workers_for(self, function: bytes) -> int:
         return sum(1 for c in self.conns.values() if function in c.abilities)

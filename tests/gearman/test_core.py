@@ -463,7 +463,8 @@ def test_transcript_admin(ex: dict[str, str]) -> None:
     results = set()
     for parts in splits(received):
         conn = AdminConnection()
-        assert conn.send(command) == ex["send"].encode()
+        # the transcript's lines end in LF; gearadmin and we send CRLF (docs/gearman.md)
+        assert conn.send(command) == ex["send"].removesuffix("\n").encode() + b"\r\n"
         events: list[Any] = []
         for part in parts:
             conn.receive_data(part)
@@ -551,6 +552,54 @@ def test_admin_garbage(stream: bytes) -> None:
         drain(conn)
     with pytest.raises(RemoteProtocolError):
         conn.send(Verbose())
+
+
+def test_workers_lines_as_gearmand_prints_foreign_client_ids() -> None:
+    """Lines recorded from gearmand 1.1.20 (SET_CLIENT_ID sent raw by foreign workers): the id
+    is printed verbatim, so functions follow the last " :" that a space or the end follows, and
+    a newline in an id continues the entry on the next line."""
+    lines = (
+        b"31 127.0.0.1 - :", b"30 127.0.0.1 - : noid", b"29 127.0.0.1 trail  : f14",
+        b"28 127.0.0.1  :  : f13", b"27 127.0.0.1 : : f12", b"25 127.0.0.1  lead : f10",
+        b"24 127.0.0.1 \xff\xfe : f9", b"23 127.0.0.1 cr\rx : f8", b"22 127.0.0.1 nl",
+        b"x : f7", b"21 127.0.0.1 ctl\x01x : f6", b"20 127.0.0.1 tab\there : f5",
+        b"19 127.0.0.1 x : : f4", b"18 127.0.0.1 a : b : f3", b"17 127.0.0.1 a:b : f2",
+        b"16 127.0.0.1  : co:lon f1", b"15 127.0.0.1 my worker : g0 f0",
+        b"38 ::1 - :", b"39 127.0.0.1 a :b : f",
+    )
+    got = [(w.fd, w.address, w.client_id, w.functions) for w in parse_workers(lines)]
+    assert got == [
+        (31, "127.0.0.1", "-", ()), (30, "127.0.0.1", "-", ("noid",)),
+        (29, "127.0.0.1", "trail ", ("f14",)), (28, "127.0.0.1", " : ", ("f13",)),
+        (27, "127.0.0.1", ":", ("f12",)), (25, "127.0.0.1", " lead", ("f10",)),
+        (24, "127.0.0.1", "\udcff\udcfe", ("f9",)), (23, "127.0.0.1", "cr\rx", ("f8",)),
+        (22, "127.0.0.1", "nl\nx", ("f7",)), (21, "127.0.0.1", "ctl\x01x", ("f6",)),
+        (20, "127.0.0.1", "tab\there", ("f5",)), (19, "127.0.0.1", "x :", ("f4",)),
+        (18, "127.0.0.1", "a : b", ("f3",)), (17, "127.0.0.1", "a:b", ("f2",)),
+        (16, "127.0.0.1", "", ("co:lon", "f1")), (15, "127.0.0.1", "my worker", ("g0", "f0")),
+        (38, "::1", "-", ()), (39, "127.0.0.1", "a :b", ("f",)),
+    ]
+    for garbage in ((b"x : f",), (b"12 127.0.0.1 no-separator",), (b"12 127.0.0.1",)):
+        with pytest.raises(RemoteProtocolError):
+            parse_workers(garbage)
+
+
+def test_err_without_a_code() -> None:
+    """gearmand's ERR lines without an upper-case code keep all their words."""
+    assert admin_reply(DropFunction("f"), b"ERR function not found\r\n") == (
+        AdminError("", "function not found"))
+    assert admin_reply(
+        DropFunction("f"), b"ERR there are still connected workers or executing clients\r\n"
+    ) == AdminError("", "there are still connected workers or executing clients")
+    assert admin_reply(CancelJob("H:1"), b"ERR UNKNOWN_JOB\r\n") == AdminError("UNKNOWN_JOB")
+
+
+def test_admin_commands_end_in_crlf() -> None:
+    """gearmand 1.1.20 reads ``create function nf\\n`` as the function ``n``; gearadmin sends
+    CRLF, so do we."""
+    conn = AdminConnection()
+    assert conn.send(CreateFunction("nf")) == b"create function nf\r\n"
+    assert conn.send(Workers()) == b"workers\r\n"
 
 
 def test_admin_records_reject_garbage() -> None:

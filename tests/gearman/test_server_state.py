@@ -140,11 +140,62 @@ def test_admin_text_commands() -> None:
     state.handle(client, pk.SubmitJobHighBg(b"f", b"", b"x"), 0.0)
     assert received(client)[-1] == pk.Error(b"QUEUE_ERROR", b"Job queue is full")
     assert run("cancel job H:t:1") == b"OK\r\n"
-    assert run("cancel job H:t:1") == b"ERR UNKNOWN_JOB\r\n"
-    assert run("drop function f") == b"ERR function+has+jobs+or+workers\r\n"
+    assert run("show jobs") == b"H:t:1\t0\t1\t0\nH:t:2\t0\t0\t1\n.\n"  # kept, ignored
+    assert run("cancel job H:t:1") == b"OK\r\n"  # as gearmand: still there
+    assert run("cancel job H:t:9") == b"ERR UNKNOWN_JOB\r\n"
+    assert run("drop function f") == b"ERR there are still queued or running jobs\r\n"
+    state.handle(worker := conn(state, 3), pk.CanDo(b"f"), 0.0)
+    assert run("drop function f") == (
+        b"ERR there are still connected workers or executing clients\r\n")
+    state.disconnect(worker, 0.0)
     assert run("create function g") == b"OK\r\n"
     assert run("drop function g") == b"OK\r\n"
     assert run("maxqueue").startswith(b"ERR INVALID_ARGUMENTS")
     assert run("nope") == b"ERR UNKNOWN_COMMAND Unknown+server+commandnope\r\n"
     assert run("workers") == b"1 127.0.0.1 - :\n2 127.0.0.1 - :\n.\n"
     assert run("shutdown graceful") == b"OK\n" and state.shutdown == "graceful"
+
+
+def test_cancel_fails_the_clients_once_and_frees_the_unique() -> None:
+    """Where the bundled server does not copy gearmand (docs/gearman.md): a second cancel does
+    not fail the clients again, and a submit of the cancelled job's unique id makes a new job
+    (gearmand coalesces it onto the cancelled one, which is then dropped unrun)."""
+    state, _ = make()
+    admin, a, b, worker = conn(state, 1), conn(state, 2), conn(state, 3), conn(state, 4)
+    state.handle(a, pk.SubmitJob(b"f", b"u", b"x"), 0.0)
+    state.handle(b, pk.SubmitJob(b"f", b"u", b"x"), 0.0)
+    assert received(a) == received(b) == [pk.JobCreated(b"H:t:1")]
+    for _ in range(2):
+        state.admin(admin, "cancel job H:t:1", 0.0)
+    assert bytes(admin.out) == b"OK\r\nOK\r\n"
+    assert received(a) == received(b) == [pk.WorkFail(b"H:t:1")]
+    state.handle(a, pk.GetStatusUnique(b"u"), 0.0)
+    assert received(a) == [pk.StatusResUnique(b"u", True, False, 0, 0, 0)]  # known, as gearmand
+    state.handle(b, pk.SubmitJob(b"f", b"u", b"again"), 0.0)
+    assert received(b) == [pk.JobCreated(b"H:t:2")]
+    state.handle(worker, pk.CanDo(b"f"), 0.0)
+    state.handle(worker, pk.GrabJobUniq(), 0.0)
+    assert received(worker) == [pk.JobAssignUniq(b"H:t:2", b"f", b"u", b"again")]
+    assert list(state.jobs) == [b"H:t:2"]  # the cancelled one was dropped at the grab
+
+
+def test_workers_lists_client_ids_as_gearmand_does() -> None:
+    state, _ = make()
+    admin = conn(state, 1)
+    ids = [b"my worker", b"", b"a\0hidden", b"L" * 300, b"nl\nx", b"\xff"]
+    for fd, client_id in enumerate(ids, start=2):
+        c = conn(state, fd)
+        state.handle(c, pk.SetClientId(client_id), 0.0)
+        state.handle(c, pk.CanDo(b"f%d" % fd), 0.0)
+        state.handle(c, pk.CanDo(b"g%d" % fd), 0.0)
+    state.admin(admin, "workers", 0.0)
+    assert bytes(admin.out).split(b"\n") == [
+        b"1 127.0.0.1 - :",
+        b"2 127.0.0.1 my worker : g2 f2",  # newest function first
+        b"3 127.0.0.1  : g3 f3",
+        b"4 127.0.0.1 a : g4 f4",  # up to the NUL
+        b"5 127.0.0.1 " + b"L" * 127 + b" : g5 f5",  # at most 127 bytes
+        b"6 127.0.0.1 nl?x : g6 f6",  # a newline would break the list
+        b"7 127.0.0.1 \xff : g7 f7",  # bytes as sent
+        b".", b"",
+    ]
