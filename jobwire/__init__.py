@@ -26,6 +26,7 @@ from .errors import (
     OperationTimeout,
     ProtocolError,
     RemoteProtocolError,
+    TLSError,
 )
 
 __version__ = "0.1.0"
@@ -43,6 +44,7 @@ __all__ = [
     "OperationTimeout",
     "ProtocolError",
     "RemoteProtocolError",
+    "TLSError",
     "TCPAddress",
     "UnixAddress",
     "parse_url",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 import struct
 from typing import Any
 
@@ -17,9 +18,20 @@ import anyio
 import anyio.lowlevel
 
 from ._url import Address, TCPAddress
-from .errors import ConnectFailed, ConnectionLost, OperationTimeout
+from .errors import ConnectFailed, ConnectionLost, OperationTimeout, TLSError
 
-__all__ = ["AsyncStream", "SyncStream"]
+__all__ = [
+    "AsyncStream",
+    "AsyncTLSStream",
+    "SSLOption",
+    "SyncStream",
+    "SyncTLSStream",
+    "tls_context",
+]
+
+#: What a client's ``ssl=`` takes: ``None``/``False`` (plain TCP), ``True`` (the system's
+#: default context: certificates and host name checked) or an ``ssl.SSLContext`` of your own.
+SSLOption = ssl.SSLContext | bool | None
 
 #: Bytes asked of each recv: below malloc's mmap threshold (128 KiB), so a recv costs no mmap.
 READ_SIZE = 1 << 16
@@ -42,6 +54,89 @@ def _timeval(timeout: float | None) -> bytes:
     return struct.pack("@ll", seconds, micros)
 
 
+def tls_context(option: SSLOption) -> ssl.SSLContext | None:
+    """The context for a client's ``ssl=`` option (``True``: the default, verifying one).
+
+    Raises:
+        TypeError: ``option`` is not a bool, ``None`` or an ``ssl.SSLContext``.
+    """
+    if option is None or option is False:
+        return None
+    if option is True:
+        return ssl.create_default_context()
+    if isinstance(option, ssl.SSLContext):
+        return option
+    raise TypeError(f"ssl= takes True, False, None or an ssl.SSLContext, not {option!r:.60}")
+
+
+class _TLS:
+    """TLS as a Sans-IO layer (``ssl.SSLObject`` on two memory BIOs): ciphertext in and out,
+    plaintext in and out. The same code serves the blocking and the async stream, and the
+    sockets underneath stay exactly as without TLS."""
+
+    __slots__ = ("incoming", "obj", "outgoing")
+
+    def __init__(self, context: ssl.SSLContext, address: Address, server_hostname: str | None):
+        if server_hostname is None and isinstance(address, TCPAddress):
+            server_hostname = address.host
+        if server_hostname is None and context.check_hostname:
+            raise TLSError(
+                f"{address}: TLS over a unix socket needs server_hostname= (or a context "
+                "with check_hostname off)"
+            )
+        self.incoming = ssl.MemoryBIO()
+        self.outgoing = ssl.MemoryBIO()
+        self.obj = context.wrap_bio(self.incoming, self.outgoing, server_hostname=server_hostname)
+
+    def handshake(self) -> bool:
+        """One step of the handshake: True when done, False when it needs bytes from the peer
+        (send :meth:`data_to_send` first).
+
+        Raises:
+            TLSError: the peer's certificate or the handshake was refused.
+        """
+        try:
+            self.obj.do_handshake()
+        except ssl.SSLWantReadError:
+            return False
+        except ssl.SSLCertVerificationError as exc:
+            raise TLSError(f"TLS certificate refused: {exc.verify_message or exc}") from exc
+        except ssl.SSLError as exc:
+            raise TLSError(f"TLS handshake failed: {exc}") from exc
+        return True
+
+    def data_to_send(self) -> bytes:
+        return self.outgoing.read()
+
+    def receive_ciphertext(self, data: bytes) -> None:
+        if data:
+            self.incoming.write(data)
+        else:
+            self.incoming.write_eof()
+
+    def read(self) -> bytes | None:
+        """Plaintext now available (``b""``: the peer ended the stream), or None: need more.
+
+        Raises:
+            ConnectionLost: the TLS stream is corrupt.
+        """
+        try:
+            return self.obj.read(READ_SIZE)
+        except ssl.SSLWantReadError:
+            return None
+        except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+            return b""  # close_notify, or a peer that just closed its socket
+        except ssl.SSLError as exc:
+            raise ConnectionLost(f"TLS stream failed: {exc}") from exc
+
+    def encrypt(self, data: bytes | bytearray | memoryview) -> bytes:
+        try:
+            self.obj.write(data)
+        except ssl.SSLError as exc:
+            raise ConnectionLost(f"TLS stream failed: {exc}") from exc
+        return self.outgoing.read()
+
+
 class SyncStream:
     """A connected blocking socket with per-call timeouts.
 
@@ -60,12 +155,35 @@ class SyncStream:
         self.address = address
 
     @classmethod
-    def connect(cls, address: Address, timeout: float | None) -> SyncStream:
-        """Open a TCP or unix connection.
+    def connect(
+        cls,
+        address: Address,
+        timeout: float | None,
+        ssl_context: ssl.SSLContext | None = None,
+        server_hostname: str | None = None,
+    ) -> SyncStream:
+        """Open a TCP or unix connection, with TLS on it when ``ssl_context`` is given.
 
         Raises:
             ConnectFailed: refused, unreachable, unresolvable, or ``timeout`` ran out.
+            TLSError: the TLS handshake or the server's certificate was refused.
         """
+        if ssl_context is not None:
+            tls = _TLS(ssl_context, address, server_hostname)
+            stream = SyncTLSStream(cls._open(address, timeout), address, tls)
+            try:
+                stream.handshake(timeout)
+            except (OperationTimeout, ConnectionLost) as exc:
+                stream.close()
+                raise ConnectFailed(f"{address}: the TLS handshake failed: {exc}") from exc
+            except BaseException:
+                stream.close()
+                raise
+            return stream
+        return cls(cls._open(address, timeout), address)
+
+    @staticmethod
+    def _open(address: Address, timeout: float | None) -> socket.socket:
         try:
             if isinstance(address, TCPAddress):
                 sock = socket.create_connection((address.host, address.port), timeout=timeout)
@@ -80,7 +198,7 @@ class SyncStream:
             _tune(sock)
         except OSError as exc:
             raise ConnectFailed(f"cannot connect to {address}: {exc}") from exc
-        return cls(sock, address)
+        return sock
 
     def receive(self, timeout: float | None) -> bytes:
         """Return the next bytes received; ``b""`` at end of stream.
@@ -143,12 +261,40 @@ class AsyncStream:
         self.address = address
 
     @classmethod
-    async def connect(cls, address: Address, timeout: float | None) -> AsyncStream:
-        """Open a TCP or unix connection (each resolved address in turn for TCP).
+    async def connect(
+        cls,
+        address: Address,
+        timeout: float | None,
+        ssl_context: ssl.SSLContext | None = None,
+        server_hostname: str | None = None,
+    ) -> AsyncStream:
+        """Open a TCP or unix connection (each resolved address in turn for TCP), with TLS on
+        it when ``ssl_context`` is given.
 
         Raises:
             ConnectFailed: refused, unreachable, unresolvable, or ``timeout`` ran out.
+            TLSError: the TLS handshake or the server's certificate was refused.
         """
+        if ssl_context is not None:
+            tls = _TLS(ssl_context, address, server_hostname)
+            stream = AsyncTLSStream(await cls._open(address, timeout), address, tls)
+            try:
+                with anyio.fail_after(timeout):
+                    await stream.handshake()
+            except TimeoutError as exc:
+                await stream.aclose()
+                raise ConnectFailed(f"{address}: the TLS handshake timed out") from exc
+            except ConnectionLost as exc:
+                await stream.aclose()
+                raise ConnectFailed(f"{address}: the TLS handshake failed: {exc}") from exc
+            except BaseException:
+                await stream.aclose()
+                raise
+            return stream
+        return cls(await cls._open(address, timeout), address)
+
+    @staticmethod
+    async def _open(address: Address, timeout: float | None) -> socket.socket:
         try:
             with anyio.fail_after(timeout):
                 if isinstance(address, TCPAddress):
@@ -165,7 +311,7 @@ class AsyncStream:
         except OSError as exc:
             sock.close()
             raise ConnectFailed(f"cannot connect to {address}: {exc}") from exc
-        return cls(sock, address)
+        return sock
 
     async def receive(self) -> bytes:
         """Return the next bytes received; ``b""`` at end of stream.
@@ -214,6 +360,14 @@ class AsyncStream:
                 except (anyio.ClosedResourceError, OSError, ValueError) as exc:
                     raise ConnectionLost(f"send to {self.address}: closed") from exc
 
+    @property
+    def buffered(self) -> int:
+        """Bytes accepted by :meth:`send_nowait` but not yet handed to the kernel (TLS only)."""
+        return 0
+
+    async def drain(self) -> None:
+        """Wait until every byte :meth:`send_nowait` accepted is handed to the kernel."""
+
     async def aclose(self) -> None:
         """Close the socket (idempotent); a task waiting on it gets ``ConnectionLost``."""
         sock = self._sock
@@ -221,6 +375,100 @@ class AsyncStream:
             anyio.notify_closing(sock)
             sock.close()
         await anyio.lowlevel.checkpoint()
+
+
+class SyncTLSStream(SyncStream):
+    """:class:`SyncStream` with TLS (:class:`_TLS`) between the caller and the socket."""
+
+    __slots__ = ("_tls",)
+
+    def __init__(self, sock: socket.socket, address: Address, tls: _TLS) -> None:
+        super().__init__(sock, address)
+        self._tls = tls
+
+    def handshake(self, timeout: float | None) -> None:
+        tls = self._tls
+        while not tls.handshake():
+            if out := tls.data_to_send():
+                SyncStream.send(self, out, timeout)
+            data = SyncStream.receive(self, timeout)
+            if not data:
+                raise TLSError(f"{self.address} closed the connection during the TLS handshake")
+            tls.receive_ciphertext(data)
+        if out := tls.data_to_send():
+            SyncStream.send(self, out, timeout)
+
+    def receive(self, timeout: float | None) -> bytes:
+        tls = self._tls
+        while (data := tls.read()) is None:
+            tls.receive_ciphertext(SyncStream.receive(self, timeout))
+            if out := tls.data_to_send():  # e.g. a key update answered
+                SyncStream.send(self, out, timeout)
+        return data
+
+    def send(self, data: bytes | bytearray | memoryview, timeout: float | None) -> None:
+        SyncStream.send(self, self._tls.encrypt(data), timeout)
+
+
+class AsyncTLSStream(AsyncStream):
+    """:class:`AsyncStream` with TLS (:class:`_TLS`) between the caller and the socket.
+
+    :meth:`send_nowait` takes every byte (it encrypts them all) and keeps what the kernel does
+    not take yet in :attr:`buffered`; the transport then awaits :meth:`drain`.
+    """
+
+    __slots__ = ("_out", "_tls")
+
+    def __init__(self, sock: socket.socket, address: Address, tls: _TLS) -> None:
+        super().__init__(sock, address)
+        self._tls = tls
+        self._out = bytearray()
+
+    @property
+    def buffered(self) -> int:
+        return len(self._out)
+
+    async def handshake(self) -> None:
+        tls = self._tls
+        while not tls.handshake():
+            await self._push(tls.data_to_send())
+            data = await AsyncStream.receive(self)
+            if not data:
+                raise TLSError(f"{self.address} closed the connection during the TLS handshake")
+            tls.receive_ciphertext(data)
+        await self._push(tls.data_to_send())
+
+    async def _push(self, ciphertext: bytes) -> None:
+        self._out += ciphertext
+        await self.drain()
+
+    async def receive(self) -> bytes:
+        tls = self._tls
+        while (data := tls.read()) is None:
+            tls.receive_ciphertext(await AsyncStream.receive(self))
+            if out := tls.data_to_send():
+                await self._push(out)
+        return data
+
+    def send_nowait(self, data: bytes) -> int:
+        self._out += self._tls.encrypt(data)
+        sent = AsyncStream.send_nowait(self, bytes(self._out))
+        del self._out[:sent]
+        return len(data)
+
+    async def send(self, data: bytes) -> None:
+        self.send_nowait(data)
+        await self.drain()
+
+    async def drain(self) -> None:
+        while self._out:
+            sent = AsyncStream.send_nowait(self, bytes(self._out))
+            del self._out[:sent]
+            if self._out:
+                try:
+                    await anyio.wait_writable(self._sock)
+                except (anyio.ClosedResourceError, OSError, ValueError) as exc:
+                    raise ConnectionLost(f"send to {self.address}: closed") from exc
 
 
 async def _connect_tcp(host: str, port: int) -> socket.socket:

@@ -24,25 +24,111 @@ closes the connection there, since the late reply would otherwise be read by the
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Callable, Iterable
 from types import EllipsisType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import anyio
 
 from ._pending import Pending
 from ._session import SessionLike
-from ._streams import AsyncStream, SyncStream
+from ._streams import AsyncStream, SSLOption, SyncStream, tls_context
 from ._url import Address
-from .errors import ConnectionLost, JobwireError, LocalProtocolError, OperationTimeout
+from .errors import ConnectionLost, JobwireError, LocalProtocolError, NotSent, OperationTimeout
 
 __all__ = ["AsyncTransport", "Transport"]
 
 R = TypeVar("R")
 T = TypeVar("T")
 P = TypeVar("P", bound=Pending[Any])
+
+
+class _Pipeline:
+    """The bookkeeping of one pipelined bulk call, shared by both transports (no I/O).
+
+    It keeps at most ``window`` requests and, with ``max_bytes``, at most that many bytes
+    unanswered; when one more would not fit, :meth:`blocker` names the Pending to wait for.
+    Room is made in batches (down to half the window, half the budget) so that writes stay few
+    and large. A request larger than ``max_bytes`` goes alone, once nothing else is unanswered.
+    """
+
+    __slots__ = ("max_bytes", "oldest", "outstanding", "pendings", "sizes", "size", "window")
+
+    def __init__(
+        self, window: int, max_bytes: int | None, size: Callable[[Any], int] | None
+    ) -> None:
+        if window < 1:
+            raise LocalProtocolError("window must be >= 1")
+        if max_bytes is not None and (max_bytes < 1 or size is None):
+            raise LocalProtocolError("max_bytes must be >= 1 and needs a size function")
+        self.window = window
+        self.max_bytes = max_bytes
+        self.size = size
+        self.pendings: list[Pending[Any]] = []
+        self.sizes: list[int] = []
+        self.oldest = 0  # every Pending before this index is done
+        self.outstanding = 0  # bytes of the unanswered requests from ``oldest`` on
+
+    def _retire(self) -> None:
+        pendings, sizes = self.pendings, self.sizes
+        while self.oldest < len(pendings) and pendings[self.oldest].done:
+            self.outstanding -= sizes[self.oldest]
+            self.oldest += 1
+
+    def blocker(self, nbytes: int) -> Pending[Any] | None:
+        """The Pending to wait for before a request of ``nbytes`` may be queued, or None."""
+        self._retire()
+        count = len(self.pendings) - self.oldest
+        budget = self.max_bytes
+        if count == 0:
+            return None  # nothing unanswered: anything goes, even over the budget
+        over_count = count >= self.window
+        over_bytes = budget is not None and self.outstanding + nbytes > budget
+        if not (over_count or over_bytes):
+            return None
+        keep_count = self.window // 2 if over_count else count
+        keep_bytes = self.outstanding
+        if over_bytes:
+            assert budget is not None
+            keep_bytes = max(min(budget - nbytes, budget // 2), 0)
+        # The first Pending whose answer leaves at most keep_count / keep_bytes unanswered.
+        left_count, left_bytes, index = count, self.outstanding, self.oldest
+        while True:
+            left_count -= 1
+            left_bytes -= self.sizes[index]
+            if left_count <= keep_count and left_bytes <= keep_bytes:
+                break
+            index += 1
+        target = self.pendings[index]
+        return self.pendings[self.oldest] if target.done else target
+
+    def add(self, pending: Pending[Any], nbytes: int) -> None:
+        self.pendings.append(pending)
+        self.sizes.append(nbytes)
+        self.outstanding += nbytes
+
+    def result(
+        self, rest: Iterable[Any], stop: JobwireError | None, timed_out: Pending[Any] | None
+    ) -> list[Pending[Any]]:
+        """One done Pending per item: those sent, then ``NotSent`` for the ``rest``."""
+        out = self.pendings
+        if isinstance(stop, OperationTimeout):
+            for i, pending in enumerate(out):
+                if pending is timed_out or not pending.done:
+                    pending.abandoned = True  # its reply, if it comes, is dropped
+                    out[i] = _failed(pending.name, stop)
+        for _ in rest:
+            out.append(_failed("not sent", NotSent(f"not sent: the bulk call stopped: {stop}")))
+        return out
+
+
+def _failed(name: str, error: JobwireError) -> Pending[Any]:
+    pending: Pending[Any] = Pending(name)
+    pending.reject(error)
+    return pending
 
 
 class AsyncTransport:
@@ -52,14 +138,20 @@ class AsyncTransport:
         address: where to connect.
         session: the protocol's session for this connection.
         connect_timeout: seconds to connect (``None``: no limit).
+        ssl: TLS on the connection: ``True`` (the default context: the server's certificate
+            and host name are checked) or an ``ssl.SSLContext``; ``None``/``False``: plain.
+        server_hostname: the name the certificate must carry (default: the address's host).
     """
 
     def __init__(
-        self, address: Address, session: SessionLike, *, connect_timeout: float | None
+        self, address: Address, session: SessionLike, *, connect_timeout: float | None,
+        ssl: SSLOption = None, server_hostname: str | None = None,
     ) -> None:
         self.address = address
         self.session = session
         self.connect_timeout = connect_timeout
+        self.ssl_context = tls_context(ssl)
+        self.server_hostname = server_hostname
         self._stream: AsyncStream | None = None
         self._connecting: anyio.Lock | None = None
         self._writing = False
@@ -94,7 +186,9 @@ class AsyncTransport:
             self._connecting = anyio.Lock()
         async with self._connecting:
             if self._stream is None:
-                self._stream = await AsyncStream.connect(self.address, self.connect_timeout)
+                self._stream = await AsyncStream.connect(
+                    self.address, self.connect_timeout, self.ssl_context, self.server_hostname
+                )
 
     async def aclose(self) -> None:
         """Close the connection; tasks still waiting get ``ConnectionLost``."""
@@ -122,6 +216,9 @@ class AsyncTransport:
                 if sent < len(data):
                     with anyio.CancelScope(shield=True):
                         await stream.send(data[sent:])
+                if stream.buffered:  # TLS: encrypted bytes the kernel did not take yet
+                    with anyio.CancelScope(shield=True):
+                        await stream.drain()
         except JobwireError as exc:
             self.session.fail(exc)
             raise
@@ -179,33 +276,74 @@ class AsyncTransport:
                 await self._read_until(pending)
 
     async def pipeline(
-        self, submit: Callable[[T], P], items: Iterable[T], window: int, limit: float | None
+        self,
+        submit: Callable[[T], P],
+        items: Iterable[T],
+        window: int,
+        limit: float | None,
+        *,
+        max_bytes: int | None = None,
+        size: Callable[[T], int] | None = None,
     ) -> list[P]:
-        """Pipeline a bulk call: ``submit(item)`` queues each request (returning its Pending),
-        with at most ``window`` unanswered at once; then wait until every one is done.
+        """Pipeline a bulk call: ``submit(item)`` queues each request and returns its Pending.
 
-        Refills only once half the window has drained (fewer, larger writes). A request's own
-        error stays in its Pending for the caller to collect; NOTES.md on why the window is
-        bounded: an unbounded burst is slower than a window.
+        At most ``window`` requests are unanswered at once and, with ``max_bytes``, at most that
+        many bytes (``size(item)`` each): once half the window, or half the budget, has drained
+        it queues more (fewer, larger writes), and a request larger than ``max_bytes`` goes
+        alone when nothing else is unanswered. NOTES.md says why: an unbounded burst is slower
+        than a window (beanstalkd), and Workq 0.2.0 misreads a payload whose CR and LF straddle
+        its 4096-byte read buffer (a byte budget of 4096 keeps them together).
+
+        Returns:
+            One done Pending per item, in order (a plain ``Pending`` in place of the session's
+            for an item not sent or timed out). Once something was sent it raises nothing:
+            when the connection fails, a wait runs out (``limit`` seconds for the oldest
+            unanswered) or ``submit`` refuses an item, it stops sending and waits for what it
+            sent; the request whose wait ran out and those behind it get that
+            ``OperationTimeout``, a refused item its ``LocalProtocolError``, and the items not
+            sent a :class:`~jobwire.errors.NotSent`.
 
         Raises:
-            LocalProtocolError: ``window`` < 1, or ``submit`` refused an item (those before it
-                stay queued; their replies are read with the next call).
-            OperationTimeout: a wait ran out (``limit`` seconds for the oldest outstanding).
-            ConnectionLost: not connected.
+            LocalProtocolError: ``window`` < 1, ``max_bytes`` < 1 or without ``size``, or the
+                first item is refused (nothing sent).
+            ConnectionLost: the connection is closed or broken before the first item is sent.
         """
-        if window < 1:
-            raise LocalProtocolError("window must be >= 1")
-        pendings: list[P] = []
-        for item in items:
-            if len(pendings) >= window and not pendings[-window].done:
-                await self.flush()
-                await self.wait_done(pendings[-(window // 2) - 1], limit)
-            pendings.append(submit(item))
-        await self.flush()
-        for pending in pendings:
-            await self.wait_done(pending, limit)
-        return pendings
+        state = _Pipeline(window, max_bytes, size)
+        rest = iter(items)
+        stop: JobwireError | None = None
+        waited: Pending[Any] | None = None
+        unsent: list[T] = []  # the item taken from ``rest`` and not queued yet
+        try:
+            for item in rest:
+                unsent.append(item)
+                nbytes = size(item) if max_bytes is not None and size is not None else 0
+                while (waited := state.blocker(nbytes)) is not None:
+                    await self.flush()
+                    await self.wait_done(waited, limit)
+                waited = None
+                if self.session.broken is not None:
+                    stop = ConnectionLost(f"connection failed: {self.session.broken}")
+                    break
+                unsent.clear()
+                try:
+                    pending = submit(item)
+                except JobwireError as exc:
+                    if not state.pendings:
+                        raise  # nothing sent: the caller's error, as for a single call
+                    stop = exc
+                    state.add(_failed("refused", exc), 0)
+                    break
+                state.add(pending, nbytes)
+            await self.flush()
+            for sent in state.pendings:
+                waited = sent
+                await self.wait_done(sent, limit)
+            waited = None
+        except OperationTimeout as exc:
+            stop = exc
+        except JobwireError as exc:  # a failed send: the session failed every request
+            stop = exc
+        return cast("list[P]", state.result(itertools.chain(unsent, rest), stop, waited))
 
     async def serve(self) -> None:
         """Be the reader until cancelled: read, feed the session, flush what its callbacks
@@ -275,6 +413,7 @@ class Transport:
         session: the protocol's session for this connection.
         connect_timeout: seconds to connect.
         timeout: seconds a send may take (default: ``connect_timeout``; ``None``: no limit).
+        ssl, server_hostname: TLS, as for :class:`AsyncTransport`.
     """
 
     def __init__(
@@ -284,11 +423,15 @@ class Transport:
         *,
         connect_timeout: float | None,
         timeout: float | EllipsisType | None = ...,
+        ssl: SSLOption = None,
+        server_hostname: str | None = None,
     ) -> None:
         self.address = address
         self.session = session
         self.connect_timeout = connect_timeout
         self.timeout = connect_timeout if timeout is ... else timeout
+        self.ssl_context = tls_context(ssl)
+        self.server_hostname = server_hostname
         self._stream: SyncStream | None = None
         self._closed = False
 
@@ -313,7 +456,9 @@ class Transport:
             return
         if self.closed:
             raise ConnectionLost(f"connection is closed: {self.session.broken or 'by caller'}")
-        self._stream = SyncStream.connect(self.address, self.connect_timeout)
+        self._stream = SyncStream.connect(
+            self.address, self.connect_timeout, self.ssl_context, self.server_hostname
+        )
 
     def close(self) -> None:
         """Close the connection (idempotent); what was waiting gets ``ConnectionLost``."""
@@ -374,25 +519,57 @@ class Transport:
             self.flush()  # what the session's callbacks queued
 
     def pipeline(
-        self, submit: Callable[[T], P], items: Iterable[T], window: int, limit: float | None
+        self,
+        submit: Callable[[T], P],
+        items: Iterable[T],
+        window: int,
+        limit: float | None,
+        *,
+        max_bytes: int | None = None,
+        size: Callable[[T], int] | None = None,
     ) -> list[P]:
-        """The blocking twin of :meth:`AsyncTransport.pipeline`.
+        """The blocking twin of :meth:`AsyncTransport.pipeline` (a wait that runs out closes
+        the connection, so the requests behind it get ``ConnectionLost``).
 
         Raises:
-            LocalProtocolError, OperationTimeout, ConnectionLost: as there.
+            LocalProtocolError, ConnectionLost: as there.
         """
-        if window < 1:
-            raise LocalProtocolError("window must be >= 1")
-        pendings: list[P] = []
-        for item in items:
-            if len(pendings) >= window and not pendings[-window].done:
-                self.flush()
-                self.wait_done(pendings[-(window // 2) - 1], limit)
-            pendings.append(submit(item))
-        self.flush()
-        for pending in pendings:
-            self.wait_done(pending, limit)
-        return pendings
+        state = _Pipeline(window, max_bytes, size)
+        rest = iter(items)
+        stop: JobwireError | None = None
+        waited: Pending[Any] | None = None
+        unsent: list[T] = []  # the item taken from ``rest`` and not queued yet
+        try:
+            for item in rest:
+                unsent.append(item)
+                nbytes = size(item) if max_bytes is not None and size is not None else 0
+                while (waited := state.blocker(nbytes)) is not None:
+                    self.flush()
+                    self.wait_done(waited, limit)
+                waited = None
+                if self.session.broken is not None:
+                    stop = ConnectionLost(f"connection failed: {self.session.broken}")
+                    break
+                unsent.clear()
+                try:
+                    pending = submit(item)
+                except JobwireError as exc:
+                    if not state.pendings:
+                        raise
+                    stop = exc
+                    state.add(_failed("refused", exc), 0)
+                    break
+                state.add(pending, nbytes)
+            self.flush()
+            for sent in state.pendings:
+                waited = sent
+                self.wait_done(sent, limit)
+            waited = None
+        except OperationTimeout as exc:
+            stop = exc
+        except JobwireError as exc:
+            stop = exc
+        return cast("list[P]", state.result(itertools.chain(unsent, rest), stop, waited))
 
     def _usable(self) -> SyncStream:
         stream = self._stream

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generate the sync command API from the async one (httpcore's approach).
 
-    scripts/unasync.py          rewrite every <package>/_api_sync.py from its _api_async.py
+    scripts/unasync.py          rewrite every <package>/_X_sync.py from its _X_async.py
     scripts/unasync.py --check  exit 1 if one is out of date (run by the test suite)
 
 Only the command-method layer is generated; the transports are shared (jobwire/_transport.py)
@@ -16,8 +16,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PAIRS = [(src, src.with_name("_api_sync.py")) for src in sorted(ROOT.glob("*/_api_async.py"))]
-HEADER = "# GENERATED from _api_async.py by scripts/unasync.py: do not edit.\n"
+PAIRS = [
+    (src, src.with_name(src.name[: -len("_async.py")] + "_sync.py"))
+    for src in sorted(ROOT.glob("*/_*_async.py"))
+]
 
 SUBS = [
     (r"\basync def\b", "def"),
@@ -34,17 +36,17 @@ SUBS = [
 ]
 
 
-def convert(source: str) -> str:
+def convert(source: str, name: str = "_api_async.py") -> str:
     for pattern, replacement in SUBS:
         source = re.sub(pattern, replacement, source)
-    return HEADER + source
+    return f"# GENERATED from {name} by scripts/unasync.py: do not edit.\n" + source
 
 
 def main() -> int:
     check = "--check" in sys.argv[1:]
     stale = []
     for src, dst in PAIRS:
-        text = convert(src.read_text())
+        text = convert(src.read_text(), src.name)
         if dst.exists() and dst.read_text() == text:
             continue
         if check:

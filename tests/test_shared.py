@@ -1,4 +1,5 @@
-"""Tests of what every protocol shares: ReceiveBuffer, parse_url, Backoff."""
+"""Tests of what every protocol shares: ReceiveBuffer, parse_url, Backoff, the pipeline's
+bookkeeping and BulkError."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from hypothesis import strategies as st
 
 from jobwire import Backoff, LocalProtocolError, TCPAddress, UnixAddress, parse_url
 from jobwire._buffer import _COMPACT_AT, LineTooLong, ReceiveBuffer
+from jobwire._pending import Pending
+from jobwire._transport import _Pipeline
+from jobwire.errors import BulkError, ConnectionLost, JobwireError, NotSent
 
 # -- ReceiveBuffer -----------------------------------------------------------------------------
 
@@ -572,3 +576,79 @@ def test_backoff_large_factor_does_not_overflow() -> None:
 def test_backoff_refuses_bad_parameters(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         Backoff(**kwargs)  # type: ignore[arg-type]
+
+
+# -- the pipeline's window and byte budget -----------------------------------------------------
+
+
+def _run_pipeline(sizes: list[int], window: int, budget: int | None) -> list[tuple[int, int]]:
+    """Queue requests of ``sizes`` through the bookkeeping of ``Transport.pipeline``, answering
+    in order (as the servers do) only what it waits for. Returns the unanswered (count, bytes)
+    right after each request is queued."""
+    state = _Pipeline(window, budget, len if budget is not None else None)
+    answered = 0
+    seen = []
+    for nbytes in sizes:
+        while (waited := state.blocker(nbytes)) is not None:
+            assert not waited.done  # it always waits for something that will come
+            while not waited.done:
+                state.pendings[answered].resolve(None)
+                answered += 1
+        state.add(Pending("x"), nbytes)
+        unanswered = state.pendings[answered:]
+        seen.append((len(unanswered), sum(state.sizes[answered:])))
+    return seen
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 9000), max_size=200),
+    window=st.integers(1, 40),
+    budget=st.one_of(st.none(), st.integers(1, 8192)),
+)
+def test_pipeline_keeps_the_window_and_the_byte_budget(
+    sizes: list[int], window: int, budget: int | None
+) -> None:
+    for i, (count, nbytes) in enumerate(_run_pipeline(sizes, window, budget)):
+        assert count <= window
+        if budget is not None:
+            # Over the budget only a request that is alone: larger than the budget itself.
+            assert nbytes <= budget or (count == 1 and sizes[i] > budget)
+
+
+def test_pipeline_refills_in_batches() -> None:
+    # 4096-byte budget, 242-byte requests: 16 fit; then it waits for the budget to half drain
+    # (fewer, larger writes) rather than for every single reply.
+    seen = _run_pipeline([242] * 100, 256, 4096)
+    assert seen[15] == (16, 3872)
+    assert max(count for count, _ in seen) == 16
+    assert seen[16][0] == 8 + 1  # waited until 8 were left, then queued one more
+    # Without a budget the window rules: 256 at most, refilled at half.
+    seen = _run_pipeline([242] * 600, 256, None)
+    assert max(count for count, _ in seen) == 256 and seen[256][0] == 129
+
+
+def test_pipeline_arguments_are_checked() -> None:
+    with pytest.raises(LocalProtocolError):
+        _Pipeline(0, None, None)
+    with pytest.raises(LocalProtocolError):
+        _Pipeline(8, 4096, None)  # a budget needs sizes
+    with pytest.raises(LocalProtocolError):
+        _Pipeline(8, 0, len)
+
+
+# -- BulkError ---------------------------------------------------------------------------------
+
+
+def test_bulk_error_names_the_first_real_error_and_what_was_done() -> None:
+    refused, lost, unsent = JobwireError("refused"), ConnectionLost("lost"), NotSent("not sent")
+    results: list[object] = [11, 12, refused, lost, unsent]
+    with pytest.raises(BulkError) as info:
+        BulkError.check(results)
+    error = info.value
+    assert error.error is refused and error.index == 2 and error.__cause__ is refused
+    assert error.done == [(0, 11), (1, 12)] and error.results == results
+    assert "3 of 5 items failed" in str(error) and "item 2" in str(error)
+    BulkError.check([1, None, "x"])  # nothing failed: nothing raised
+    with pytest.raises(ValueError):
+        BulkError([1, 2])

@@ -18,6 +18,7 @@ from jobwire.errors import (
     ConnectionLost,
     JobwireError,
     LocalProtocolError,
+    NotSent,
     OperationTimeout,
     ProtocolError,
     RemoteProtocolError,
@@ -63,7 +64,15 @@ from ._records import JobInfo, JobResultRecord, JobState, LeasedJob, QueueInfo, 
 from ._server_protocol import BadRequest, ServerConnection
 from .aio import AsyncClient
 from .client import Client
-from .errors import ClientError, DuplicateJob, NotFound, ServerError, TimedOut, WorkqError
+from .errors import (
+    BulkError,
+    ClientError,
+    DuplicateJob,
+    NotFound,
+    ServerError,
+    TimedOut,
+    WorkqError,
+)
 from .worker import AsyncWorker, JobContext, LateResult, Worker, WorkerStats
 
 __all__ = [
@@ -75,6 +84,7 @@ __all__ = [
     "AsyncClient",
     "AsyncWorker",
     "BadRequest",
+    "BulkError",
     "Client",
     "ClientError",
     "Command",
@@ -111,6 +121,7 @@ __all__ = [
     "LocalProtocolError",
     "NeedData",
     "NotFound",
+    "NotSent",
     "Ok",
     "OperationTimeout",
     "ProtocolError",

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
 from jobwire._pending import Pending
-from jobwire.errors import RemoteProtocolError
+from jobwire.errors import LocalProtocolError, RemoteProtocolError
 
 from ._commands import (
     Add,
@@ -44,8 +44,9 @@ from ._records import (
     queue_info,
     server_info,
 )
+from .errors import BulkError
 
-__all__ = ["DEFAULT_TTL", "DEFAULT_TTR", "DEFAULT_WINDOW", "AsyncCommands"]
+__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_TTL", "DEFAULT_TTR", "DEFAULT_WINDOW", "AsyncCommands"]
 
 #: Time-to-run when none is given, in seconds.
 DEFAULT_TTR = 60.0
@@ -53,6 +54,10 @@ DEFAULT_TTR = 60.0
 DEFAULT_TTL = 86400.0
 #: Commands in flight at once in bulk calls.
 DEFAULT_WINDOW = 256
+#: Unanswered bytes at most in bulk calls: Workq 0.2.0 reads through a 4096-byte buffer and
+#: misreads a payload whose CR and LF straddle its end (NOTES.md); no more than that on the wire,
+#: and it never happens.
+DEFAULT_MAX_BYTES = 4096
 
 Seconds = float | timedelta
 
@@ -88,7 +93,11 @@ class AsyncCommands:
         how long the server may legitimately hold the reply back, in seconds."""
         raise NotImplementedError
 
-    async def _call_many(self, commands: Iterable[Command], window: int) -> list[Pending[Reply]]:
+    async def _call_many(
+        self, commands: Iterable[Command], window: int, max_bytes: int | None
+    ) -> list[Pending[Reply]]:
+        """Pipeline ``commands`` (``jobwire._transport``'s ``pipeline``): one done Pending per
+        command, in order."""
         raise NotImplementedError
 
     # -- producer ------------------------------------------------------------------------------
@@ -129,21 +138,39 @@ class AsyncCommands:
         ttr: Seconds = DEFAULT_TTR,
         ttl: Seconds = DEFAULT_TTL,
         priority: int = 0,
+        job_ids: Iterable[str] | None = None,
         window: int = DEFAULT_WINDOW,
+        max_bytes: int | None = DEFAULT_MAX_BYTES,
     ) -> list[str]:
-        """Pipeline one ``add`` per payload (at most ``window`` in flight); return their ids.
+        """Pipeline one ``add`` per payload; return their ids, in order.
+
+        At most ``window`` adds and ``max_bytes`` bytes are unanswered at once (an add larger
+        than that goes alone). Workq 0.2.0 misreads a pipelined payload whose CR and LF straddle
+        its 4096-byte read buffer, so keep the default against it; ``None`` lifts the byte limit.
+        ``job_ids``: one UUIDv4 per payload (new ones when not given); with your own, retrying a
+        failed call is safe, since an id already added gets ``DuplicateJob``.
 
         Raises:
-            LocalProtocolError: an argument is invalid (nothing sent).
-            WorkqError: the first error any add got (the others may have been added; a
-                ``-CLIENT-ERROR`` ends the connection, so the adds after it get
-                ``ConnectionLost``).
+            LocalProtocolError: an argument is invalid, or ``job_ids`` does not give one id per
+                payload (nothing sent).
+            BulkError: some adds failed. ``.error`` is the first real error (e.g. the
+                ``ClientError`` the server answered), ``.index`` its payload, ``.done`` the
+                ``(index, id)`` of every job added, ``.results`` per payload its id or its
+                exception. After a ``-CLIENT-ERROR`` the connection closes (the server may be
+                out of step): the adds sent behind it get ``ConnectionLost`` (maybe added:
+                retry them with the same ids), those never sent ``NotSent``.
         """
         ttr_ms, ttl_ms = to_ms("ttr", ttr), to_ms("ttl", ttl)
-        commands = [Add(name, payload, ttr_ms, ttl_ms, priority) for payload in payloads]
-        pendings = await self._call_many(commands, window)
-        for pending in pendings:
-            pending.result()
+        payloads = list(payloads)
+        ids = [""] * len(payloads) if job_ids is None else list(job_ids)
+        if len(ids) != len(payloads):
+            raise LocalProtocolError(f"{len(ids)} job ids for {len(payloads)} payloads")
+        commands = [Add(name, payload, ttr_ms, ttl_ms, priority, job_id=job_id)
+                    for payload, job_id in zip(payloads, ids, strict=True)]
+        pendings = await self._call_many(commands, window, max_bytes)
+        results = [command.job_id if pending.error is None else pending.error
+                   for command, pending in zip(commands, pendings, strict=True)]
+        BulkError.check(results)
         return [command.job_id for command in commands]
 
     async def schedule(
@@ -225,6 +252,13 @@ class AsyncCommands:
 
         The job must be completed or failed within its ``ttr`` (seconds, on the result), after
         which the server requeues it (or fails it once ``max-attempts`` is reached).
+
+        A job that reached this client for a lease whose caller gave up is returned at once,
+        without sending anything, when its queue is among ``names`` (its ``ttr`` is then what
+        is left of it). On the anyio client a lease the caller gives up on (cancelled, or out of
+        ``timeout``) stays on its connection, which later calls queue behind, since the server
+        would lease the next job to it even on a closed connection (``aio.py``); the blocking
+        client closes the connection on a timeout, as for any call.
 
         Raises:
             TimedOut: no job within ``wait``. LocalProtocolError: invalid names (nothing sent).

@@ -268,6 +268,10 @@ class Command:
         """The command line (and data block) exactly as written to the socket."""
         raise NotImplementedError
 
+    def wire_size(self) -> int:
+        """How many bytes :meth:`encode` writes (pipelined bulk calls budget them)."""
+        return len(self.encode())
+
 
 @dataclass(frozen=True, slots=True)
 class Add(Command):

@@ -6,42 +6,163 @@ order, turns error replies into typed exceptions, and fails every waiting caller
 connection dies or can no longer be trusted (a ``-CLIENT-ERROR`` to a command that carried a data
 block: the server may read that block as a command and answer it, NOTES.md). The client then
 opens a new connection for the next call instead of reading that stray reply.
+
+**Leases.** A ``lease`` sent cannot be taken back, and Workq has no way to give a leased job
+back either (no release; ``fail`` is final, ``delete`` destroys it). The real server hands the
+next job of one of the lease's names to it even when the connection is gone (NOTES.md). So a
+lease whose caller gave up (cancelled, or out of time) is not dropped with its connection: the
+connection stays and its reply is still read, and a job in it goes to the :class:`LeaseDesk`
+of the client, which gives it to the next ``lease`` call naming its queue -- a call already
+waiting, or the next one made (answered at once, nothing sent).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import time
+from collections import deque
+
 from jobwire._pending import Pending
 from jobwire._session import FifoSession
 
-from ._commands import Command
-from ._events import ConnectionClosed, ErrorReply, Reply
+from ._commands import Command, Lease, Run
+from ._events import ConnectionClosed, ErrorReply, Leased, Reply
 from ._protocol import Connection
 from .errors import error_for
 
-__all__ = ["WorkqSession"]
+__all__ = ["LeaseDesk", "WorkqSession"]
+
+
+class LeaseDesk:
+    """Jobs leased for callers that gave up, and the ``lease`` calls waiting for a job.
+
+    One per client, shared by the connections it opens one after another: a leased job may be
+    completed or failed on any connection. No I/O.
+    """
+
+    __slots__ = ("_unclaimed", "_waiting")
+
+    def __init__(self) -> None:
+        # (job, monotonic time it arrived), oldest first.
+        self._unclaimed: deque[tuple[Leased, float]] = deque()
+        # Lease calls waiting for a job: their names and the Pending their caller waits on.
+        self._waiting: list[tuple[frozenset[str], Pending[Reply]]] = []
+
+    @property
+    def unclaimed(self) -> list[str]:
+        """Ids of the jobs held for the next ``lease`` call that names their queue."""
+        return [job.job_id for job, _ in self._unclaimed]
+
+    def take(self, names: frozenset[str], now: float) -> Leased | None:
+        """The oldest held job of one of ``names`` (its TTR shortened by the time it was held),
+        or None. Jobs whose TTR ran out while held are dropped: the server has requeued them."""
+        for entry in list(self._unclaimed):
+            job, since = entry
+            left_ms = job.ttr_ms - int((now - since) * 1000)
+            if left_ms <= 0:
+                self._unclaimed.remove(entry)
+            elif job.name in names:
+                self._unclaimed.remove(entry)
+                return dataclasses.replace(job, ttr_ms=left_ms)
+        return None
+
+    def wait(self, names: frozenset[str], claim: Pending[Reply]) -> None:
+        """Register a lease call waiting on ``claim`` for a job of one of ``names``."""
+        self._waiting.append((names, claim))
+
+    def done_waiting(self, claim: Pending[Reply]) -> None:
+        self._waiting = [(n, c) for n, c in self._waiting if c is not claim]
+
+    def offer(self, job: Leased, now: float) -> None:
+        """A job whose lease's caller is gone: to the longest-waiting lease call that names its
+        queue, else held for the next one."""
+        for names, claim in self._waiting:
+            if job.name in names and not claim.done and not claim.abandoned:
+                self.done_waiting(claim)
+                claim.resolve(job)
+                return
+        self._unclaimed.append((job, now))
+
+
+def _hold_ms(command: Command) -> int:
+    """How long the server may hold this command's reply back, and every later one's."""
+    if isinstance(command, Run):
+        return command.wait_ms + command.ttr_ms
+    return command.wait_ms
 
 
 class WorkqSession(FifoSession[Pending[Reply]]):
-    """One client connection's core plus the FIFO of callers awaiting replies."""
+    """One client connection's core plus the FIFO of callers awaiting replies.
 
-    __slots__ = ("conn",)
+    Args:
+        desk: the client's :class:`LeaseDesk` (a new one when not given).
+    """
+
+    __slots__ = ("_busy_until", "conn", "desk", "leases_out")
     closed_event = ConnectionClosed
 
-    def __init__(self) -> None:
+    def __init__(self, desk: LeaseDesk | None = None) -> None:
         super().__init__()
         self.conn = Connection()
+        self.desk = desk if desk is not None else LeaseDesk()
+        #: ``lease`` commands sent whose reply has not come (their jobs are still to be read).
+        self.leases_out = 0
+        self._busy_until = 0.0  # monotonic time by which the blocking commands sent will end
+
+    def held_back(self) -> float:
+        """Seconds the server may still spend on blocking commands sent before the next one
+        (``lease``/``result``/``run`` wait in order on one connection)."""
+        if not self.in_flight:
+            return 0.0
+        return max(self._busy_until - time.monotonic(), 0.0)
 
     def submit(self, command: Command) -> Pending[Reply]:
         """Queue ``command`` for sending and return its Pending.
+
+        A ``lease`` is answered from the desk at once when it holds a job for one of its names
+        (nothing is sent); otherwise the Pending returned is its caller's claim, which a job
+        freed by an abandoned lease may fill first (the lease sent then hands its own reply on).
 
         Raises:
             ConnectionLost: the connection is already broken or closed.
         """
         self.check_usable()
+        now = time.monotonic()
+        if isinstance(command, Lease):
+            names = frozenset(command.names)
+            held = self.desk.take(names, now)
+            if held is not None:
+                claim: Pending[Reply] = Pending(command.verb)
+                claim.resolve(held)
+                return claim
         self.queue(self.conn.send(command))
+        hold = _hold_ms(command)
+        if hold:
+            start = self._busy_until if self.in_flight and self._busy_until > now else now
+            self._busy_until = start + hold / 1000
         pending: Pending[Reply] = Pending(command.verb)
         self.expect(pending)
-        return pending
+        if not isinstance(command, Lease):
+            return pending
+        claim = Pending(command.verb)
+        self.desk.wait(names, claim)
+        self.leases_out += 1
+        pending.then = lambda answered: self._lease_answered(answered, claim)
+        return claim
+
+    def _lease_answered(self, answered: Pending[Reply], claim: Pending[Reply]) -> None:
+        self.leases_out -= 1
+        self.desk.done_waiting(claim)
+        open_claim = not claim.done and not claim.abandoned
+        if answered.error is not None:
+            if open_claim:
+                claim.reject(answered.error)
+            return
+        reply = answered.reply
+        if open_claim:
+            claim.resolve(reply)  # type: ignore[arg-type]
+        elif isinstance(reply, Leased):
+            self.desk.offer(reply, time.monotonic())
 
     def dispatch(self, event: Reply) -> None:
         """Complete the oldest Pending with ``event``: its reply, or a typed error."""

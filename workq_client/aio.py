@@ -3,20 +3,28 @@
 Many tasks may share one client: each call queues its command on the session and waits for its
 reply through :class:`jobwire._transport.AsyncTransport` (one writer and one reader at a time,
 replies matched in FIFO order). A call that is cancelled, or whose ``timeout`` runs out, abandons
-its reply: it is dropped when it arrives, never handed to another caller. If the abandoned call
-blocks on the server (``lease``, ``run``, ``result`` with a wait), the connection is closed
-instead, since the server would hold every later call behind it; calls in flight with it get
-``ConnectionLost`` and the next call reconnects.
+its reply: it is dropped when it arrives, never handed to another caller.
+
+The server answers one connection's commands in order, so a call queued behind a blocking
+``lease``/``run``/``result`` waits for it (its ``timeout`` counts from the end of their waits).
+An abandoned ``run``/``result`` would hold everything behind it, so the connection is closed
+instead (calls in flight with it get ``ConnectionLost``; the next call reconnects) -- unless a
+``lease`` is outstanding on it. **An abandoned lease keeps its connection**: the server cannot
+be told to drop it, and it leases the next job of one of its names to the connection whether
+it is open or not (Workq 0.2.0 does not notice closed connections). Open, the job reaches
+this client, which hands it to its next ``lease`` call naming that queue (see
+``_session.LeaseDesk``); closed, the job would stay leased to nobody until its TTR. Later calls
+wait behind that lease at most the rest of its wait: keep lease waits short.
 
 Workq keeps no per-connection state a client relies on, so when a connection ends -- the server
 went away, or it may be out of step after a ``-CLIENT-ERROR`` to a command with a data block --
 the next call opens a new one. (The calls in flight on the old one get ``ConnectionLost``.)
-Note that the server answers one connection's commands in order: a call queued behind a blocking
-``lease``/``run``/``result`` waits for it. Use separate clients for concurrent blocking calls.
+Use separate clients for concurrent blocking calls.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from types import TracebackType
 
@@ -28,13 +36,15 @@ from jobwire._url import AddressLike, resolve_address
 from jobwire.errors import ConnectionLost
 
 from ._api_async import AsyncCommands
-from ._commands import Command
+from ._commands import Command, Lease
 from ._events import Reply
 from ._session import WorkqSession
 
 __all__ = ["DEFAULT_PORT", "AsyncClient"]
 
 DEFAULT_PORT = 9922
+
+logger = logging.getLogger("workq_client")
 
 
 class AsyncClient(AsyncCommands):
@@ -48,8 +58,9 @@ class AsyncClient(AsyncCommands):
             ``"host"`` (port 9922), or a host with ``port`` (the collection's address rule;
             Workq servers listen on TCP only).
         port: the port, when ``address`` is a bare host.
-        timeout: seconds a reply may take beyond what the command itself waits (the wait of
-            ``lease``/``result``, wait + TTR of ``run``); ``None`` for no limit. Running out
+        timeout: seconds a reply may take beyond what the server may hold it back (the wait of
+            ``lease``/``result``, wait + TTR of ``run``, and those of the blocking commands
+            sent before it on the connection); ``None`` for no limit. Running out
             raises ``OperationTimeout``; the late reply is dropped.
         connect_timeout: seconds to connect (default: ``timeout``).
 
@@ -105,7 +116,7 @@ class AsyncClient(AsyncCommands):
             if self._closed:
                 raise ConnectionLost("client is closed")
             if self._transport.closed:  # broken: start over on a new connection
-                self._session = WorkqSession()
+                self._session = WorkqSession(self._session.desk)
                 self._transport = AsyncTransport(
                     self.address, self._session, connect_timeout=self.connect_timeout
                 )
@@ -114,8 +125,17 @@ class AsyncClient(AsyncCommands):
                 self.connections += 1
 
     async def aclose(self) -> None:
-        """Close the connection; calls still waiting get ``ConnectionLost``."""
+        """Close the connection; calls still waiting get ``ConnectionLost``.
+
+        A job that reached this client for a lease whose caller gave up, and that no later
+        ``lease`` call took, stays leased until its TTR runs out: it is logged (a warning).
+        """
         self._closed = True
+        held = self._session.desk.unclaimed
+        if held:
+            logger.warning("closing with %d job(s) leased for lease calls that gave up and not "
+                           "taken since; they stay leased until their TTR runs out: %s",
+                           len(held), ", ".join(held))
         await self._transport.aclose()
 
     async def __aenter__(self) -> AsyncClient:
@@ -137,21 +157,32 @@ class AsyncClient(AsyncCommands):
 
     async def _call(self, command: Command, wait: float = 0.0) -> Reply:
         await self.connect()
-        transport = self._transport
-        pending = self._session.submit(command)
+        transport, session = self._transport, self._session
+        ahead = session.held_back()
+        pending = session.submit(command)
         try:
             await transport.flush()
-            return await transport.wait(pending, self._limit(wait))
+            return await transport.wait(pending, self._limit(ahead + wait))
         except BaseException:
-            if not pending.done and command.blocking:
-                # An abandoned lease/run/result still blocks this connection on the server,
-                # and every call queued behind it: start over on a new connection instead.
+            if (
+                not pending.done
+                and command.blocking
+                and not isinstance(command, Lease)
+                and not session.leases_out
+            ):
+                # An abandoned run/result still blocks this connection on the server, and
+                # every call queued behind it: start over on a new connection instead. Never
+                # under a lease (module docstring): its job would go to the closed connection.
                 with anyio.CancelScope(shield=True):
                     await transport.aclose()
             raise
 
-    async def _call_many(self, commands: Iterable[Command], window: int) -> list[Pending[Reply]]:
+    async def _call_many(
+        self, commands: Iterable[Command], window: int, max_bytes: int | None
+    ) -> list[Pending[Reply]]:
         await self.connect()
+        session = self._session
         return await self._transport.pipeline(
-            self._session.submit, commands, window, self._limit(0.0)
+            session.submit, commands, window, self._limit(session.held_back()),
+            max_bytes=max_bytes, size=Command.wire_size,
         )

@@ -35,8 +35,9 @@ class Client(Commands):
             ``"host"`` (port 9922), or a host with ``port`` (the collection's address rule;
             Workq servers listen on TCP only).
         port: the port, when ``address`` is a bare host.
-        timeout: seconds a reply may take beyond what the command itself waits (the wait of
-            ``lease``/``result``, wait + TTR of ``run``); ``None`` for no limit. Running out
+        timeout: seconds a reply may take beyond what the server may hold it back (the wait of
+            ``lease``/``result``, wait + TTR of ``run``, and those of the blocking commands
+            sent before it on the connection); ``None`` for no limit. Running out
             raises ``OperationTimeout`` and closes the connection (the next call reopens it).
         connect_timeout: seconds to connect (default: ``timeout``).
 
@@ -63,7 +64,9 @@ class Client(Commands):
         self._open()
 
     def _open(self) -> None:
-        self._session = WorkqSession()
+        # The lease desk outlives connections: a leased job may be finished on any of them.
+        old: WorkqSession | None = getattr(self, "_session", None)
+        self._session = WorkqSession(old.desk if old is not None else None)
         self._transport = Transport(
             self.address, self._session, timeout=self.timeout,
             connect_timeout=self.connect_timeout,
@@ -112,9 +115,18 @@ class Client(Commands):
 
     def _call(self, command: Command, wait: float = 0.0) -> Reply:
         transport = self._ready()
-        pending = self._session.submit(command)
+        session = self._session
+        ahead = session.held_back()
+        pending = session.submit(command)
         transport.flush()
-        return transport.wait(pending, self._limit(wait))
+        return transport.wait(pending, self._limit(ahead + wait))
 
-    def _call_many(self, commands: Iterable[Command], window: int) -> list[Pending[Reply]]:
-        return self._ready().pipeline(self._session.submit, commands, window, self._limit(0.0))
+    def _call_many(
+        self, commands: Iterable[Command], window: int, max_bytes: int | None
+    ) -> list[Pending[Reply]]:
+        transport = self._ready()
+        session = self._session
+        return transport.pipeline(
+            session.submit, commands, window, self._limit(session.held_back()),
+            max_bytes=max_bytes, size=Command.wire_size,
+        )

@@ -7,12 +7,13 @@ Every reply error is a :class:`WorkqError`; connection and protocol failures are
 
 from __future__ import annotations
 
+from jobwire.errors import BulkError as _BulkError
 from jobwire.errors import JobwireError
 
 from ._events import ErrorKind, ErrorReply
 
-__all__ = ["ClientError", "DuplicateJob", "NotFound", "ServerError", "TimedOut", "WorkqError",
-           "error_for"]
+__all__ = ["BulkError", "ClientError", "DuplicateJob", "NotFound", "ServerError", "TimedOut",
+           "WorkqError", "error_for"]
 
 
 class WorkqError(JobwireError):
@@ -56,6 +57,13 @@ class ServerError(WorkqError):
     """``-SERVER-ERROR <text>``: the server failed while running the command."""
 
     kind = "SERVER-ERROR"
+
+
+class BulkError(_BulkError, WorkqError):
+    """Some adds of :meth:`~workq_client.AsyncClient.add_many` failed: ``.error`` is the first
+    real error (a ``ClientError``, not the ``ConnectionLost`` that followed it), ``.index``
+    its item, ``.done`` the ``(index, job id)`` of the jobs added, ``.results`` per item its id
+    or its exception (see :class:`jobwire.errors.BulkError`)."""
 
 
 def error_for(reply: ErrorReply) -> WorkqError:

@@ -3,7 +3,7 @@
     async def handle(job: JobContext) -> bytes:
         return job.payload.upper()
 
-    worker = AsyncWorker("127.0.0.1", 9922, ["resize", "thumbnail"], handle, concurrency=4)
+    worker = AsyncWorker("127.0.0.1:9922", ["resize", "thumbnail"], handle, concurrency=4)
     await worker.run()          # until worker.stop()
 
 Why it is shaped like this:
@@ -22,10 +22,14 @@ Why it is shaped like this:
   warning), never silently dropped. ``stats`` counts all of it.
 * **Reconnects** with jittered exponential back-off (``jobwire.Backoff``); a report whose
   connection died is retried on a new one (Workq allows finishing a job on another connection).
-* **Graceful stop.** ``stop()`` lets running handlers finish and report, and ends the leases:
-  the async worker cancels waiting leases at once; the sync worker's threads notice within one
-  ``wait`` (default 1 s). A lease cancelled just as the server answered it leaves that job
-  leased until its TTR runs out (Workq has no release).
+* **Graceful stop, no stranded job.** ``stop()`` issues no new lease and cancels none: a lease
+  already sent cannot be withdrawn, and the server hands it the next job of one of its names
+  even if the connection is closed (Workq 0.2.0 does not notice; it has no release either), so
+  such a job would stay leased to nobody until its TTR. Each slot's lease runs out instead
+  (within ``wait``), a job it brings runs and is reported like any other, running handlers
+  finish and report, and then ``run()`` returns: a stop takes at most ``wait`` plus the
+  handlers' time. Cancelling ``run()`` itself is the hard stop that does not wait, and may
+  leave a job its cancelled leases take leased until its TTR.
 """
 
 from __future__ import annotations
@@ -226,7 +230,8 @@ class AsyncWorker(_Base):
         names: the job names to lease from (one ``lease`` names them all).
         handler: ``async def handler(job: JobContext) -> bytes | str | None``.
         concurrency: how many jobs run at once (one connection each).
-        wait: the lease wait-timeout in seconds (leases are repeated while running).
+        wait: the lease wait-timeout in seconds (leases are repeated while running); also how
+            long :meth:`stop` may wait for the leases in flight.
         timeout: the clients' reply timeout beyond the waits.
         backoff: makes the reconnect back-off (default 0.05 s doubling up to 5 s, jittered).
         on_overrun: called in the worker's task when a job's TTR runs out mid-handler.
@@ -251,14 +256,13 @@ class AsyncWorker(_Base):
                          timeout=timeout, backoff=backoff, on_overrun=on_overrun,
                          on_late_result=on_late_result)
         self.handler = handler
-        self._lease_scopes: set[anyio.CancelScope] = set()
 
     def stop(self) -> None:
-        """Stop leasing; running handlers finish and report, then :meth:`run` returns.
-        Safe to call from the worker's event loop only."""
+        """Stop leasing: no new lease is sent; each lease in flight runs out (within ``wait``)
+        and a job it brings still runs; running handlers finish and report; then :meth:`run`
+        returns. No lease is cancelled, so no job is left leased to a closed connection (see
+        the module docstring). Safe to call from the worker's event loop only."""
         self._stopping = True
-        for scope in list(self._lease_scopes):
-            scope.cancel()
 
     async def run(self) -> None:
         """Run the slots until :meth:`stop` (or until cancelled)."""
@@ -276,19 +280,16 @@ class AsyncWorker(_Base):
                     if client is None:
                         client = AsyncClient(self.address, timeout=self.timeout)
                         await client.connect()
-                    leased: LeasedJob | None = None
-                    with anyio.CancelScope() as scope:
-                        self._lease_scopes.add(scope)
-                        try:
-                            if self._stopping:  # stop() ran while this slot was connecting
-                                scope.cancel()
-                            leased = await client.lease(self.names, wait=self.wait)
-                        finally:
-                            self._lease_scopes.discard(scope)
-                    if leased is None:  # cancelled by stop(); a job that did arrive still runs
+                    if self._stopping:  # stop() ran while this slot was connecting
                         break
+                    leased = await client.lease(self.names, wait=self.wait)
                     backoff.reset()
                 except TimedOut:
+                    continue
+                except OperationTimeout as exc:
+                    # The server did not answer the lease in time. Keep the connection: a job
+                    # the lease still brings is handed to this client's next lease (aio.py).
+                    logger.info("worker lease unanswered (%r); leasing again", exc)
                     continue
                 except _RETRYABLE as exc:
                     logger.info("worker connection problem (%r); reconnecting", exc)

@@ -8,12 +8,26 @@ from datetime import datetime, timedelta, timezone
 import anyio
 import pytest
 
-from jobwire.errors import LocalProtocolError, OperationTimeout, RemoteProtocolError
-from workq_client import AsyncClient, DuplicateJob, JobState, NotFound, TimedOut
+from jobwire.errors import (
+    ConnectionLost,
+    LocalProtocolError,
+    NotSent,
+    OperationTimeout,
+    RemoteProtocolError,
+)
+from workq_client import (
+    AsyncClient,
+    BulkError,
+    ClientError,
+    DuplicateJob,
+    JobState,
+    NotFound,
+    TimedOut,
+)
 from workq_client.server import serve
 
 from .conftest import WorkqServer
-from .helpers import replies, silent, tcp_server
+from .helpers import realish_workq, replies, silent, tcp_server
 
 pytestmark = pytest.mark.anyio
 
@@ -54,6 +68,37 @@ async def test_many_tasks_share_one_connection(workq_server: WorkqServer, qname:
         assert (await client.inspect_queue(qname)).ready_len == 400
 
 
+async def test_add_many_lands_every_job_on_a_real_server_reader() -> None:
+    # As in test_client.py: 241-byte adds put the real server's 4096-byte buffer end between
+    # the 17th payload's CR and LF unless at most 4096 bytes are unanswered.
+    with realish_workq() as peer:
+        async with AsyncClient("127.0.0.1", peer.port, timeout=5) as client:
+            ids = await client.add_many("q", [b"y" * 177] * 3000, ttl=8640)
+            with pytest.raises(BulkError) as info:
+                await client.add_many("r", [b"y" * 177] * 3000, ttl=8640, max_bytes=None)
+        assert {job.job_id for job in peer.added("q")} == set(ids) and len(set(ids)) == 3000
+        error = info.value
+        assert error.index == 16 and [i for i, _ in error.done] == list(range(16))
+        assert isinstance(error.error, (ClientError, ConnectionLost))
+        assert all(isinstance(r, (ConnectionLost, NotSent)) for r in error.results[17:])
+        assert [job_id for _, job_id in error.done] == [job.job_id for job in peer.added("r")]
+
+
+async def test_add_many_with_a_duplicate_in_the_middle(
+    workq_server: WorkqServer, qname: str
+) -> None:
+    async with AsyncClient(workq_server.host, workq_server.port) as client:
+        taken = await client.add(qname, b"first")
+        ids = [str(uuid.uuid4()), taken, str(uuid.uuid4())]
+        with pytest.raises(BulkError) as info:
+            await client.add_many(qname, [b"a", b"b", b"c"], job_ids=ids)
+        error = info.value
+        assert isinstance(error.error, DuplicateJob) and error.index == 1
+        assert error.done == [(0, ids[0])] and isinstance(error.results[2], ConnectionLost)
+        assert (await client.inspect_job(ids[0])).payload == b"a"
+        assert client.connections == 2
+
+
 async def test_run_with_an_async_worker_task(workq_server: WorkqServer, qname: str) -> None:
     async with AsyncClient(workq_server.host, workq_server.port) as client, \
             AsyncClient(workq_server.host, workq_server.port) as worker:
@@ -70,18 +115,73 @@ async def test_run_with_an_async_worker_task(workq_server: WorkqServer, qname: s
             await client.run(qname, b"", wait=0.1)
 
 
-async def test_cancelled_blocking_call_does_not_stall_the_next_one(
+async def test_cancelled_result_wait_does_not_stall_the_next_call(
     workq_server: WorkqServer, qname: str
 ) -> None:
     async with AsyncClient(workq_server.host, workq_server.port, timeout=5) as client:
+        job_id = await client.add(qname, b"")
         with anyio.move_on_after(0.1) as scope:
-            await client.lease(qname, wait=30)
+            await client.result(job_id, wait=30)
         assert scope.cancelled_caught
-        # Without the reconnect this would wait 30 s behind the abandoned lease.
+        # An abandoned result holds no job: the client moves to a new connection rather than
+        # wait 30 s behind it.
         with anyio.fail_after(3):
-            job_id = await client.add(qname, b"after")
-            job = await client.lease(qname, wait=1)
-        assert job.job_id == job_id and client.connections == 2
+            assert (await client.lease(qname, wait=1)).job_id == job_id
+        assert client.connections == 2
+
+
+# -- a cancelled lease strands no job (against a peer that, like Workq 0.2.0, never notices a
+# closed connection while a lease waits: tests/workq/helpers.py) ------------------------------
+
+
+async def test_cancelled_lease_keeps_its_connection_so_the_next_add_strands_nothing() -> None:
+    with realish_workq() as peer:
+        async with AsyncClient("127.0.0.1", peer.port, timeout=5) as client:
+            with anyio.move_on_after(0.3) as scope:
+                await client.lease("x", wait=3)
+            assert scope.cancelled_caught
+            # Queued behind the abandoned lease on the same connection: the server takes the
+            # add once that lease has timed out, so the lease cannot take the job.
+            with anyio.fail_after(5):
+                job_id = await client.add("x", b"p")
+            assert client.connections == 1
+        async with AsyncClient("127.0.0.1", peer.port, timeout=5) as other:
+            with anyio.fail_after(3):
+                job = await other.lease("x", wait=1)
+        assert job.job_id == job_id
+        assert peer.jobs[job_id].attempts == 1  # never leased to anyone before
+
+
+async def test_a_job_taken_by_an_abandoned_lease_goes_to_the_next_lease_call() -> None:
+    with realish_workq() as peer:
+        async with AsyncClient("127.0.0.1", peer.port, timeout=5) as client, \
+                AsyncClient("127.0.0.1", peer.port, timeout=5) as producer:
+            with anyio.move_on_after(0.3):
+                await client.lease(["x", "y"], wait=3)
+            with anyio.fail_after(2):
+                while not peer.waiting_leases():
+                    await anyio.sleep(0.01)
+            job_id = await producer.add("y", b"for the abandoned lease")
+            # The server leased it to the abandoned lease (its connection is still open): the
+            # client hands it to its next lease call that names "y".
+            with anyio.fail_after(2):
+                job = await client.lease("y", wait=1)
+            assert (job.job_id, job.payload) == (job_id, b"for the abandoned lease")
+            assert 0 < job.ttr <= 60
+            await client.complete(job.job_id, b"done")
+        assert peer.jobs[job_id].attempts == 1 and peer.jobs[job_id].state == "completed"
+
+
+async def test_calls_behind_an_abandoned_lease_wait_for_it_without_timing_out() -> None:
+    with realish_workq() as peer:
+        async with AsyncClient("127.0.0.1", peer.port, timeout=0.5) as client:
+            with anyio.move_on_after(0.1):
+                await client.lease("x", wait=1.5)
+            # The add is answered only when the lease has ended (1.4 s on), beyond the 0.5 s
+            # timeout: the timeout counts from the end of the waits ahead of it.
+            with anyio.fail_after(4):
+                job_id = await client.add("other", b"")
+        assert peer.jobs[job_id].name == "other"
 
 
 async def test_cancelled_quick_call_keeps_the_connection_and_drops_its_reply(

@@ -15,6 +15,7 @@ from workq_client.server import run_server
 from workq_client.worker import LateResult
 
 from .conftest import WorkqServer, start_workq_server
+from .helpers import realish_workq
 
 
 class Tracker:
@@ -128,15 +129,41 @@ async def test_async_worker_stop_lets_the_running_handler_finish(
         return b"finished"
 
     worker = AsyncWorker((workq_server.host, workq_server.port), qname, handle, concurrency=2,
-                         wait=30)
+                         wait=1)
     async with AsyncClient(workq_server.host, workq_server.port) as client:
         job_id = await client.add(qname, b"")
         with anyio.fail_after(5):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(worker.run)
                 await started.wait()
-                worker.stop()  # the idle slot's 30 s lease is cancelled at once
+                worker.stop()  # the idle slot's lease runs out within its 1 s wait
         assert (await client.result(job_id)).data == b"finished"
+
+
+@pytest.mark.anyio
+async def test_async_worker_stop_strands_no_job() -> None:
+    # Against a peer that, like Workq 0.2.0, gives a job to a waiting lease even when its
+    # connection has closed (tests/workq/helpers.py): stop() must not close under a lease.
+    ran: list[str] = []
+
+    async def handle(job: JobContext) -> bytes:
+        ran.append(job.job_id)
+        return b"ok"
+
+    with realish_workq() as peer:
+        worker = AsyncWorker(("127.0.0.1", peer.port), "x", handle, concurrency=4, wait=2)
+        async with AsyncClient("127.0.0.1", peer.port) as producer:
+            with anyio.fail_after(10):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(worker.run)
+                    while peer.waiting_leases() < 4:
+                        await anyio.sleep(0.01)
+                    worker.stop()
+                    ids = [await producer.add("x", b"%d" % i) for i in range(4)]
+        # Every job went to a lease of the worker that was still open, ran and was completed.
+        assert sorted(ran) == sorted(ids)
+        assert [peer.jobs[i].state for i in ids] == ["completed"] * 4
+        assert worker.stats.completed == 4
 
 
 @pytest.mark.anyio
