@@ -6,95 +6,135 @@ pools (``AsyncWorker``, ``Worker``) with pipelined reserves on one connection.
         job_id = client.put(b"hello")
         job = client.reserve(timeout=5)
         client.delete(job)
+
+Every public name loads its module on first use (:mod:`jobwire._lazy`): importing the bundled
+server (``python -m beanstalk_client.server``) imports neither the clients, the workers nor
+more of anyio than the server needs.
 """
 
 from __future__ import annotations
 
-from jobwire.errors import (
-    ConnectFailed,
-    ConnectionLost,
-    JobwireError,
-    LocalProtocolError,
-    OperationTimeout,
-    ProtocolError,
-    RemoteProtocolError,
-)
+from typing import TYPE_CHECKING
 
-from ._commands import (
-    DEFAULT_PRIORITY,
-    DEFAULT_TTR,
-    Bury,
-    Command,
-    Delete,
-    Ignore,
-    Kick,
-    KickJob,
-    ListTubes,
-    ListTubesWatched,
-    ListTubeUsed,
-    PauseTube,
-    Peek,
-    PeekBuried,
-    PeekDelayed,
-    PeekReady,
-    Put,
-    Quit,
-    Release,
-    Reserve,
-    ReserveJob,
-    ReserveWithTimeout,
-    Stats,
-    StatsJob,
-    StatsTube,
-    Touch,
-    Use,
-    Watch,
-    validate_tube,
-)
-from ._events import (
-    NEED_DATA,
-    BuriedReply,
-    ConnectionClosed,
-    Deleted,
-    ErrorCode,
-    ErrorReply,
-    Event,
-    Found,
-    Inserted,
-    Kicked,
-    NeedData,
-    Ok,
-    Paused,
-    Released,
-    Reply,
-    Reserved,
-    Touched,
-    Using,
-    Watching,
-)
-from ._job import Job, JobRef
-from ._protocol import Connection, ConnectionState
-from ._server_protocol import BadRequest, ServerConnection
-from ._stats import JobStats, ServerStats, TubeStats
-from .aio import AsyncClient
-from .client import Client
-from .errors import (
-    BadFormat,
-    BeanstalkError,
-    BulkError,
-    Buried,
-    DeadlineSoon,
-    Draining,
-    ExpectedCRLF,
-    InternalError,
-    JobTooBig,
-    NotFound,
-    NotIgnored,
-    OutOfMemory,
-    TimedOut,
-    UnknownCommand,
-)
-from .worker import AsyncWorker, RetryPolicy, Worker, WorkerStats
+from jobwire._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from jobwire.errors import (
+        ConnectFailed,
+        ConnectionLost,
+        JobwireError,
+        LocalProtocolError,
+        OperationTimeout,
+        ProtocolError,
+        RemoteProtocolError,
+    )
+
+    from ._commands import (
+        DEFAULT_PRIORITY,
+        DEFAULT_TTR,
+        Bury,
+        Command,
+        Delete,
+        Ignore,
+        Kick,
+        KickJob,
+        ListTubes,
+        ListTubesWatched,
+        ListTubeUsed,
+        PauseTube,
+        Peek,
+        PeekBuried,
+        PeekDelayed,
+        PeekReady,
+        Put,
+        Quit,
+        Release,
+        Reserve,
+        ReserveJob,
+        ReserveWithTimeout,
+        Stats,
+        StatsJob,
+        StatsTube,
+        Touch,
+        Use,
+        Watch,
+        validate_tube,
+    )
+    from ._events import (
+        NEED_DATA,
+        BuriedReply,
+        ConnectionClosed,
+        Deleted,
+        ErrorCode,
+        ErrorReply,
+        Event,
+        Found,
+        Inserted,
+        Kicked,
+        NeedData,
+        Ok,
+        Paused,
+        Released,
+        Reply,
+        Reserved,
+        Touched,
+        Using,
+        Watching,
+    )
+    from ._job import Job, JobRef
+    from ._protocol import Connection, ConnectionState
+    from ._server_protocol import BadRequest, ServerConnection
+    from ._stats import JobStats, ServerStats, TubeStats
+    from .aio import AsyncClient
+    from .client import Client
+    from .errors import (
+        BadFormat,
+        BeanstalkError,
+        BulkError,
+        Buried,
+        DeadlineSoon,
+        Draining,
+        ExpectedCRLF,
+        InternalError,
+        JobTooBig,
+        NotFound,
+        NotIgnored,
+        OutOfMemory,
+        TimedOut,
+        UnknownCommand,
+    )
+    from .worker import AsyncWorker, RetryPolicy, Worker, WorkerStats
+
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "jobwire.errors": [
+        "ConnectFailed", "ConnectionLost", "JobwireError", "LocalProtocolError",
+        "OperationTimeout", "ProtocolError", "RemoteProtocolError",
+    ],
+    "._commands": [
+        "DEFAULT_PRIORITY", "DEFAULT_TTR", "Bury", "Command", "Delete", "Ignore", "Kick",
+        "KickJob", "ListTubes", "ListTubesWatched", "ListTubeUsed", "PauseTube", "Peek",
+        "PeekBuried", "PeekDelayed", "PeekReady", "Put", "Quit", "Release", "Reserve",
+        "ReserveJob", "ReserveWithTimeout", "Stats", "StatsJob", "StatsTube", "Touch", "Use",
+        "Watch", "validate_tube",
+    ],
+    "._events": [
+        "NEED_DATA", "BuriedReply", "ConnectionClosed", "Deleted", "ErrorCode", "ErrorReply",
+        "Event", "Found", "Inserted", "Kicked", "NeedData", "Ok", "Paused", "Released", "Reply",
+        "Reserved", "Touched", "Using", "Watching",
+    ],
+    "._job": ["Job", "JobRef"],
+    "._protocol": ["Connection", "ConnectionState"],
+    "._server_protocol": ["BadRequest", "ServerConnection"],
+    "._stats": ["JobStats", "ServerStats", "TubeStats"],
+    ".aio": ["AsyncClient"],
+    ".client": ["Client"],
+    ".errors": [
+        "BadFormat", "BeanstalkError", "BulkError", "Buried", "DeadlineSoon", "Draining",
+        "ExpectedCRLF", "InternalError", "JobTooBig", "NotFound", "NotIgnored", "OutOfMemory",
+        "TimedOut", "UnknownCommand",
+    ],
+    ".worker": ["AsyncWorker", "RetryPolicy", "Worker", "WorkerStats"],
+})
 
 __all__ = [
     # clients

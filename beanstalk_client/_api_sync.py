@@ -142,9 +142,16 @@ class Commands:
         Sends ``reserve`` (``timeout=None``: wait as long as it takes) or
         ``reserve-with-timeout <seconds>`` (0: answer at once).
 
+        On a connection shared by tasks, the server may answer this reserve DEADLINE_SOON to let
+        another task's ``delete`` (``release``, ``bury``, ``touch``) through; the reserve is then
+        sent again once those are answered, with what is left of ``timeout``, and the caller
+        sees nothing of it.
+
         Raises:
             TimedOut: no job within ``timeout``.
-            DeadlineSoon: a job this connection holds is within 1 s of its TTR deadline.
+            DeadlineSoon: a job this connection holds is within 1 s of its TTR deadline and
+                nothing queued behind this reserve can settle it: delete, release, bury or
+                touch that job.
         """
         if timeout is None:
             reply = self._call(Reserve(), wait=None)

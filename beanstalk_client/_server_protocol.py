@@ -1,47 +1,76 @@
 """The server side of the beanstalk protocol as a Sans-IO state machine.
 
-Bytes in, commands out; replies in, bytes out. It reproduces how beanstalkd 1.12 frames input
-(see ``../shared/transcripts/beanstalkd-1.12.jsonl``):
+Bytes in, commands out; replies in, bytes out. It reproduces how beanstalkd 1.12 frames and
+parses input, byte for byte (measured against the real server, and read from its ``prot.c``):
 
-* a line longer than 224 bytes gets one ``BAD_FORMAT`` and the parser resynchronises at the next
-  CRLF;
-* an unknown command word (the empty line included) is ``UNKNOWN_COMMAND``; a known word with bad
-  arguments is ``BAD_FORMAT``; in both cases nothing more is read for that line, so a body that
-  followed is read as the next command, as beanstalkd does;
-* ``put`` with a field over 2**32-1 is ``BAD_FORMAT`` before any body is read (the body then
-  reads as a command, as in beanstalkd);
-* ``put`` with a body larger than ``max_job_size`` is ``JOB_TOO_BIG`` and the body (plus CRLF) is
-  discarded, keeping the connection usable;
-* ``put`` whose body is not followed by CRLF is ``EXPECTED_CRLF`` after ``<bytes>+2`` bytes are
-  consumed, and what follows is read as a new command;
-* ``reserve-with-timeout`` takes any signed 64-bit number: a negative one blocks like
-  ``reserve`` (1.12 behaviour), one past 2**32-1 waits 2**32-1 s (both count as
-  ``cmd-reserve-with-timeout``);
-* ``kick`` reads its count as C's ``strtoumax`` does and keeps the low 32 bits: ``kick -1``
-  kicks up to 2**32-1 jobs, ``kick 4294967296`` kicks none (``KICKED 0``);
-* ``quit`` followed by anything closes the connection (beanstalkd matches it by prefix).
+* **A 224-byte command buffer.** beanstalkd looks for the end of a line in the first 223 bytes
+  of its buffer, and only at the *first* CR: a CR not followed by LF is not a line end, and
+  neither is a later CRLF (``use a\rb\r\n`` is answered nothing until 224 bytes have come).
+  When 224 bytes hold no line end, it throws them away and goes on throwing away 224-byte
+  buffers until one holds a line end, then answers one ``BAD_FORMAT`` and reads on after it.
+  A CRLF whose CR is the 224th byte of a buffer is lost with it, so the *next* line end ends
+  the over-long line and the command after it is swallowed: ``"use " + "b" * 219 +
+  "\r\nuse ok\r\n"`` is one BAD_FORMAT.
+* **Command words by prefix**, in beanstalkd's order (``which_cmd``): ``reservex`` is a
+  ``reserve`` with trailing garbage (``BAD_FORMAT``), ``quitx`` quits, ``use`` without its space
+  is ``UNKNOWN_COMMAND``. A NUL anywhere in the line is ``BAD_FORMAT``.
+* **Numbers as its C readers take them.** Job ids, priorities, delays, TTRs and sizes skip
+  leading spaces, must start with a digit and may have nothing after the last field
+  (``delete  1`` is fine, ``delete +1`` is not). ``reserve-with-timeout`` uses ``strtol``: it
+  skips any white space, takes a sign, stops at the first non-digit and reads no digits as 0
+  (``abc``, ``0x10``, ``+0`` wait 0 s; ``1abc`` waits 1 s); only a number outside 64 bits is
+  ``BAD_FORMAT``; the result is then cut to a C ``int``, so a negative one blocks like
+  ``reserve`` and 4294967297 waits 1 s. ``kick`` uses ``strtoul`` (a count with no digits is
+  ``BAD_FORMAT``) and keeps the low 32 bits (``kick -1`` kicks up to 2**32-1 jobs).
+* ``put`` with a size over ``max_job_size`` is ``JOB_TOO_BIG`` and the body (plus CRLF) is
+  discarded, keeping the connection usable; a body not followed by CRLF is ``EXPECTED_CRLF``
+  after ``<bytes>+2`` bytes; what follows is read as a new command, as beanstalkd does.
+* After ``BAD_FORMAT`` or ``UNKNOWN_COMMAND`` nothing more is read for that line, so a body that
+  followed is read as the next command.
 
-Validation of names and numbers reuses the command classes' own checks, so the client and the
-server agree by construction.
+Validation of names reuses the command classes' own checks, so the client and the server agree
+by construction.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from jobwire._buffer import LineTooLong, ReceiveBuffer
+from jobwire._buffer import ReceiveBuffer
 from jobwire.errors import LocalProtocolError
 
 from ._commands import (
-    COMMANDS,
     MAX_LINE,
     U32_MAX,
     U64_MAX,
+    Bury,
     Command,
+    Delete,
+    Ignore,
     Kick,
+    KickJob,
+    ListTubes,
+    ListTubesWatched,
+    ListTubeUsed,
+    PauseTube,
+    Peek,
+    PeekBuried,
+    PeekDelayed,
+    PeekReady,
     Put,
     Quit,
+    Release,
+    Reserve,
+    ReserveJob,
     ReserveWithTimeout,
+    Stats,
+    StatsJob,
+    StatsTube,
+    Touch,
+    Use,
+    Watch,
+    validate_tube,
 )
 from ._events import NEED_DATA, ConnectionClosed, ErrorCode, Event, NeedData, Reply
 
@@ -52,48 +81,195 @@ DEFAULT_MAX_JOB_SIZE = 65535
 
 @dataclass(frozen=True, slots=True)
 class BadRequest(Event):
-    """Input the server must answer with an error reply (``code``) instead of running it."""
+    """Input the server must answer with an error reply (``code``) instead of running it.
+
+    ``counted`` names the stats counter beanstalkd increments before it rejects the command
+    (``cmd-put`` for a put with garbage after its size), or is empty.
+    """
 
     code: ErrorCode
     detail: str = ""
+    counted: str = ""
 
 
-def _uint(raw: bytes) -> int:
-    if not raw.isdigit() or len(raw) > 20:
-        raise ValueError(raw)
-    return int(raw)
+_Parsed = Command[Reply] | BadRequest | ConnectionClosed | NeedData
+#: Parses the rest of a line once its command word matched (the line, where the rest starts).
+_Parser = Callable[["ServerConnection", bytes, int], _Parsed]
+_SPACE = 0x20
+_CR, _LF = 0x0D, 0x0A
+#: What C's isspace() skips before a number (strtol, strtoul).
+_C_SPACE = b" \t\n\v\f\r"
 
 
-def _signed(raw: bytes) -> int:
-    """A signed 64-bit decimal, as ``strtoll`` without its leniency about spaces."""
-    digits = raw[1:] if raw.startswith(b"-") else raw
-    value = _uint(digits)
-    value = -value if raw.startswith(b"-") else value
-    if not -(2**63) <= value < 2**63:
-        raise ValueError(raw)
-    return value
+class _Malformed(Exception):
+    """A field beanstalkd would not read: the line is answered BAD_FORMAT."""
 
 
-def _strtoumax(raw: bytes) -> int:
-    """An unsigned 64-bit decimal as C's ``strtoumax`` reads it: a leading ``-`` negates it
-    modulo 2**64 (``-1`` is 2**64-1); past 2**64-1 is an error."""
-    negative = raw.startswith(b"-")
-    value = _uint(raw[1:] if negative else raw)
+def _read_uint(line: bytes, pos: int, high: int, *, last: bool) -> tuple[int, int]:
+    """beanstalkd's ``read_u64``/``read_u32``: skip spaces, a digit must follow, at most
+    ``high``; with ``last``, nothing may follow. Returns (value, position after it)."""
+    size = len(line)
+    while pos < size and line[pos] == _SPACE:
+        pos += 1
+    end = pos
+    while end < size and 0x30 <= line[end] <= 0x39:
+        end += 1
+    if end == pos or (last and end != size):
+        raise _Malformed
+    value = int(line[pos:end])
+    if value > high:
+        raise _Malformed
+    return value, end
+
+
+def _strtol(raw: bytes, *, signed: bool) -> int | None:
+    """C's ``strtol`` (``signed``) or ``strtoul`` in base 10: white space, a sign, digits, and
+    whatever follows ignored. ``None`` when there are no digits.
+
+    Raises:
+        _Malformed: out of range (``ERANGE``).
+    """
+    size = len(raw)
+    pos = 0
+    while pos < size and raw[pos] in _C_SPACE:
+        pos += 1
+    negative = pos < size and raw[pos] == 0x2D
+    if pos < size and raw[pos] in b"+-":
+        pos += 1
+    end = pos
+    while end < size and 0x30 <= raw[end] <= 0x39:
+        end += 1
+    if end == pos:
+        return None
+    value = int(raw[pos:end])
+    if signed:
+        value = -value if negative else value
+        if not -(2**63) <= value < 2**63:
+            raise _Malformed
+        return value
     if value > U64_MAX:
-        raise ValueError(raw)
+        raise _Malformed
     return (-value) % 2**64 if negative else value
 
 
-# How many arguments each command takes, and how to turn them into constructor arguments.
-_ARITY: dict[str, int] = {
-    "put": 4, "use": 1, "reserve": 0, "reserve-with-timeout": 1, "reserve-job": 1, "delete": 1,
-    "release": 3, "bury": 2, "touch": 1, "watch": 1, "ignore": 1, "peek": 1, "peek-ready": 0,
-    "peek-delayed": 0, "peek-buried": 0, "kick": 1, "kick-job": 1, "stats-job": 1,
-    "stats-tube": 1, "stats": 0, "list-tubes": 0, "list-tube-used": 0, "list-tubes-watched": 0,
-    "pause-tube": 2, "quit": 0,
-}
-_NAME_ARGS = {"use", "watch", "ignore", "stats-tube", "pause-tube"}
-_NO_ARGS = tuple(name for name, arity in _ARITY.items() if arity == 0)
+def _tube(line: bytes, start: int) -> str:
+    try:
+        return validate_tube(line[start:].decode("ascii"))
+    except (UnicodeDecodeError, LocalProtocolError):
+        raise _Malformed from None
+
+
+def _exact(command: Command[Reply]) -> _Parser:
+    def parse(conn: ServerConnection, line: bytes, start: int) -> _Parsed:
+        if len(line) != start:
+            raise _Malformed  # "don't allow trailing garbage"
+        return command
+
+    return parse
+
+
+def _by_id(cls: Callable[[int], Command[Reply]]) -> _Parser:
+    def parse(conn: ServerConnection, line: bytes, start: int) -> _Parsed:
+        return cls(_read_uint(line, start, U64_MAX, last=True)[0])
+
+    return parse
+
+
+def _by_tube(cls: Callable[[str], Command[Reply]]) -> _Parser:
+    def parse(conn: ServerConnection, line: bytes, start: int) -> _Parsed:
+        return cls(_tube(line, start))
+
+    return parse
+
+
+def _put(conn: ServerConnection, line: bytes, start: int) -> _Parsed:
+    pri, pos = _read_uint(line, start, U32_MAX, last=False)
+    delay, pos = _read_uint(line, pos, U32_MAX, last=False)
+    ttr, pos = _read_uint(line, pos, U32_MAX, last=False)
+    size, pos = _read_uint(line, pos, U32_MAX, last=False)
+    if size > conn.max_job_size:  # checked before the trailing garbage
+        conn._discard = size + 2
+        return BadRequest(ErrorCode.JOB_TOO_BIG, f"{size} > {conn.max_job_size}")
+    if pos != len(line):
+        return BadRequest(ErrorCode.BAD_FORMAT, "put: garbage after the size", "cmd-put")
+    conn._put = (pri, delay, ttr, size)
+    return conn._read_body()
+
+
+def _reserve_with_timeout(conn: ServerConnection, line: bytes, start: int) -> _Parsed:
+    seconds = _strtol(line[start:], signed=True) or 0
+    seconds = (seconds + 2**31) % 2**32 - 2**31  # beanstalkd keeps it in a C int
+    return ReserveWithTimeout(U32_MAX if seconds < 0 else seconds)
+
+
+def _release(conn: ServerConnection, line: bytes, start: int) -> _Parsed:
+    job_id, pos = _read_uint(line, start, U64_MAX, last=False)
+    pri, pos = _read_uint(line, pos, U32_MAX, last=False)
+    return Release(job_id, pri, _read_uint(line, pos, U32_MAX, last=True)[0])
+
+
+def _bury(conn: ServerConnection, line: bytes, start: int) -> _Parsed:
+    job_id, pos = _read_uint(line, start, U64_MAX, last=False)
+    return Bury(job_id, _read_uint(line, pos, U32_MAX, last=True)[0])
+
+
+def _kick(conn: ServerConnection, line: bytes, start: int) -> _Parsed:
+    count = _strtol(line[start:], signed=False)
+    if count is None:
+        raise _Malformed
+    return Kick(count & U32_MAX)  # beanstalkd keeps it in a C unsigned int
+
+
+def _pause_tube(conn: ServerConnection, line: bytes, start: int) -> _Parsed:
+    pos, size = start, len(line)
+    while pos < size and line[pos] == _SPACE:
+        pos += 1
+    end = pos
+    while end < size and line[end] in _NAME_CHARS:
+        end += 1
+    if end == pos:
+        raise _Malformed
+    delay = _read_uint(line, end, U32_MAX, last=True)[0]
+    try:  # counted before the name is checked
+        return PauseTube(validate_tube(line[pos:end].decode("ascii")), delay)
+    except LocalProtocolError:
+        return BadRequest(ErrorCode.BAD_FORMAT, "pause-tube: invalid name", "cmd-pause-tube")
+
+
+def _quit(conn: ServerConnection, line: bytes, start: int) -> _Parsed:
+    return Quit()
+
+
+_NAME_CHARS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-+/;.$_()")
+
+#: beanstalkd's ``which_cmd``: the first prefix the line starts with names the command.
+_WHICH: tuple[tuple[bytes, _Parser], ...] = (
+    (b"put ", _put),
+    (b"peek ", _by_id(Peek)),
+    (b"peek-ready", _exact(PeekReady())),
+    (b"peek-delayed", _exact(PeekDelayed())),
+    (b"peek-buried", _exact(PeekBuried())),
+    (b"reserve-with-timeout ", _reserve_with_timeout),
+    (b"reserve-job ", _by_id(ReserveJob)),
+    (b"reserve", _exact(Reserve())),
+    (b"delete ", _by_id(Delete)),
+    (b"release ", _release),
+    (b"bury ", _bury),
+    (b"kick ", _kick),
+    (b"kick-job ", _by_id(KickJob)),
+    (b"touch ", _by_id(Touch)),
+    (b"stats-job ", _by_id(StatsJob)),
+    (b"stats-tube ", _by_tube(StatsTube)),
+    (b"stats", _exact(Stats())),
+    (b"use ", _by_tube(Use)),
+    (b"watch ", _by_tube(Watch)),
+    (b"ignore ", _by_tube(Ignore)),
+    (b"list-tubes-watched", _exact(ListTubesWatched())),
+    (b"list-tube-used", _exact(ListTubeUsed())),
+    (b"list-tubes", _exact(ListTubes())),
+    (b"quit", _quit),
+    (b"pause-tube", _pause_tube),
+)
 
 
 class ServerConnection:
@@ -109,7 +285,7 @@ class ServerConnection:
         self._buffer = ReceiveBuffer()
         self._eof = False
         self._discard = 0  # body bytes of a too-big put still to drop
-        self._discarding_line = False  # dropping the rest of an over-long line
+        self._discarding_line = False  # dropping 224-byte buffers of an over-long line
         self._put: tuple[int, int, int, int] | None = None  # a put whose body is awaited
         self.max_job_size = max_job_size
 
@@ -137,71 +313,47 @@ class ServerConnection:
             self._discard -= buffer.discard(self._discard)
             if self._discard:
                 return self._need()
-        if self._discarding_line:
-            if not buffer.discard_through_crlf():
-                return self._need()
-            self._discarding_line = False
-            return BadRequest(ErrorCode.BAD_FORMAT, f"line longer than {MAX_LINE} bytes")
         if self._put is not None:
             return self._read_body()
-        try:
-            line = buffer.extract_line(MAX_LINE)
-        except LineTooLong:
-            self._discarding_line = True
-            return self.next_event()
+        line = self._next_line()
         if line is None:
             return self._need()
+        if self._discarding_line:  # the end of an over-long line
+            self._discarding_line = False
+            return BadRequest(ErrorCode.BAD_FORMAT, f"line longer than {MAX_LINE} bytes")
         return self._parse(line)
+
+    def _next_line(self) -> bytes | None:
+        """The next line as beanstalkd's ``scan_line_end`` finds it in its 224-byte buffer:
+        the buffer ends a line only at its first CR, and only if an LF follows within it. A full
+        buffer with no line end is thrown away (and the line marked over-long)."""
+        buffer = self._buffer
+        while True:
+            size = min(len(buffer), MAX_LINE)
+            window = buffer.peek(size)
+            assert window is not None
+            cr = window.find(b"\r", 0, size - 1)
+            if cr >= 0 and window[cr + 1] == _LF:
+                buffer.discard(cr + 2)
+                return window[:cr]
+            if size < MAX_LINE:
+                return None
+            buffer.discard(MAX_LINE)
+            self._discarding_line = True
 
     def _need(self) -> ConnectionClosed | NeedData:
         return ConnectionClosed(partial=bool(self._buffer)) if self._eof else NEED_DATA
 
-    def _parse(self, line: bytes) -> Command[Reply] | BadRequest | ConnectionClosed | NeedData:
-        words = line.split(b" ")
-        try:
-            name = words[0].decode("ascii")
-        except UnicodeDecodeError:
-            return BadRequest(ErrorCode.UNKNOWN_COMMAND, "non-ASCII command")
-        cls = COMMANDS.get(name)
-        if cls is None:
-            return BadRequest(ErrorCode.UNKNOWN_COMMAND, f"unknown command {name!r}")
-        args = words[1:]
-        if name == "quit":
-            return Quit()
-        if not args and _ARITY[name]:
-            # beanstalkd matches command words by prefix, "use " with its space: a bare "use"
-            # is unknown, but a bare "stats-job" matches "stats" and is then malformed.
-            if any(name.startswith(bare) for bare in _NO_ARGS):
-                return BadRequest(ErrorCode.BAD_FORMAT, f"{name} without its arguments")
-            return BadRequest(ErrorCode.UNKNOWN_COMMAND, f"{name} without its arguments")
-        if len(args) != _ARITY[name]:
-            return BadRequest(ErrorCode.BAD_FORMAT, f"{name} takes {_ARITY[name]} arguments")
-        try:
-            if name == "put":
-                pri, delay, ttr, size = (_uint(a) for a in args)
-                if max(pri, delay, ttr, size) > U32_MAX:  # beanstalkd's read_u32 fails first
-                    return BadRequest(ErrorCode.BAD_FORMAT, "put field over 2**32-1")
-                if size > self.max_job_size:
-                    self._discard = size + 2
-                    return BadRequest(ErrorCode.JOB_TOO_BIG, f"{size} > {self.max_job_size}")
-                self._put = (pri, delay, ttr, size)
-                return self._read_body()
-            if name == "reserve-with-timeout":
-                seconds = _signed(args[0])
-                return ReserveWithTimeout(U32_MAX if seconds < 0 else min(seconds, U32_MAX))
-            if name == "kick":
-                return Kick(_strtoumax(args[0]) & U32_MAX)
-            values: list[object] = []
-            for i, arg in enumerate(args):
-                if name in _NAME_ARGS and i == 0:
-                    values.append(arg.decode("ascii"))
-                else:
-                    values.append(_uint(arg))
-            if name == "reserve-with-timeout":
-                return ReserveWithTimeout(*values)  # type: ignore[arg-type]
-            return cls(*values)
-        except (ValueError, UnicodeDecodeError, LocalProtocolError) as exc:
-            return BadRequest(ErrorCode.BAD_FORMAT, f"{name}: {exc}")
+    def _parse(self, line: bytes) -> _Parsed:
+        if b"\0" in line:
+            return BadRequest(ErrorCode.BAD_FORMAT, "NUL in the command line")
+        for prefix, parse in _WHICH:
+            if line.startswith(prefix):
+                try:
+                    return parse(self, line, len(prefix))
+                except _Malformed:
+                    return BadRequest(ErrorCode.BAD_FORMAT, f"malformed {prefix.decode()!r}")
+        return BadRequest(ErrorCode.UNKNOWN_COMMAND, f"unknown command {line[:40]!r}")
 
     def _read_body(self) -> Command[Reply] | BadRequest | ConnectionClosed | NeedData:
         assert self._put is not None

@@ -10,19 +10,42 @@ A caller that gives up abandons its Pending (:mod:`jobwire._pending`): the reply
 in its place and is dropped. A reserve abandoned that way may still be answered with a job; the
 session then gives that job back to the server at once (``stats-job`` to learn its priority,
 then ``release``) instead of leaving it reserved until its TTR runs out.
+
+DEADLINE_SOON belongs to the connection, not to a caller. beanstalkd answers a waiting reserve
+``DEADLINE_SOON`` when a job *this connection* holds is within 1 s of its TTR, to let the
+commands queued behind the reserve through (``../shared/specs/beanstalk-multiple-reserves.txt``).
+On a connection shared by tasks, the reserve it interrupts may be another task's, one that
+holds nothing. So when commands that can settle a held job (``delete``, ``release``, ``bury``,
+``touch``) are queued behind the interrupted reserve, the session does not raise: it sends the
+reserve again, with what is left of its timeout, once everything queued behind it has been
+answered. Only a reserve with nothing such queued behind it gets ``DeadlineSoon`` (a caller
+holding a job that is about to run out, on a connection that nothing else will unblock). Each
+re-issue needs such a command answered first, so a connection cannot spin on DEADLINE_SOON.
 """
 
 from __future__ import annotations
 
+import math
+import time
+from collections import deque
 from collections.abc import Callable
 from typing import TypeVar
 
 from jobwire._pending import Pending as BasePending
 from jobwire._session import FifoSession
-from jobwire.errors import RemoteProtocolError
+from jobwire.errors import JobwireError, LocalProtocolError, RemoteProtocolError
 
-from ._commands import Command, Release, StatsJob
-from ._events import BuriedReply, ConnectionClosed, ErrorReply, Ok, Reply, Reserved
+from ._commands import (
+    Bury,
+    Command,
+    Delete,
+    Release,
+    Reserve,
+    ReserveWithTimeout,
+    StatsJob,
+    Touch,
+)
+from ._events import BuriedReply, ConnectionClosed, ErrorCode, ErrorReply, Ok, Reply, Reserved
 from ._protocol import DEFAULT_MAX_BODY_SIZE, Connection
 from ._stats import parse_job_stats
 from .errors import ERRORS, Buried
@@ -31,26 +54,36 @@ __all__ = ["Pending", "Session"]
 
 R = TypeVar("R", bound=Reply, covariant=True)
 
+#: Commands that settle or extend a reservation: queued behind a reserve that DEADLINE_SOON
+#: interrupted, they are what the server unblocked the connection for.
+_SETTLES = (Delete, Release, Bury, Touch)
+
 
 class Pending(BasePending[R]):
     """A beanstalk command sent and awaiting its reply."""
 
-    __slots__ = ("command",)
+    __slots__ = ("command", "sent_at")
 
-    def __init__(self, command: Command[R]) -> None:
+    def __init__(self, command: Command[R], sent_at: float) -> None:
         super().__init__(command.name)
         self.command = command
+        #: When it was submitted (``time.monotonic``): a re-issued reserve waits what is left.
+        self.sent_at = sent_at
 
 
 class Session(FifoSession["Pending[Reply]"]):
     """A client connection's core plus the FIFO of callers awaiting replies."""
 
-    __slots__ = ("conn",)
+    __slots__ = ("_answered", "_deferred", "conn")
     closed_event = ConnectionClosed
 
     def __init__(self, *, max_body_size: int = DEFAULT_MAX_BODY_SIZE) -> None:
         super().__init__()
         self.conn = Connection(max_body_size=max_body_size)
+        # Replies dispatched so far, and the reserves DEADLINE_SOON interrupted for others:
+        # (the value of _answered at which to send each again, its Pending), in that order.
+        self._answered = 0
+        self._deferred: deque[tuple[int, Pending[Reply]]] = deque()
 
     def submit(self, command: Command[R]) -> Pending[R]:
         """Queue ``command`` for sending and return its Pending.
@@ -61,13 +94,52 @@ class Session(FifoSession["Pending[Reply]"]):
         """
         self.check_usable()
         self.queue(self.conn.send(command))
-        pending: Pending[R] = Pending(command)
+        pending: Pending[R] = Pending(command, time.monotonic())
         self.expect(pending)
         return pending
 
     def dispatch(self, event: Reply) -> None:
-        """Complete the oldest Pending with ``event``: its reply, or a typed error."""
-        self._complete(self._fifo.popleft(), event)
+        """Complete the oldest Pending with ``event``: its reply, or a typed error; or, for a
+        reserve that DEADLINE_SOON interrupted to let settling commands through, hold it back
+        to send again once they are answered (see the module's docstring)."""
+        pending = self._fifo.popleft()
+        self._answered += 1
+        if (
+            type(event) is ErrorReply
+            and event.code is ErrorCode.DEADLINE_SOON
+            and not pending.abandoned
+            and isinstance(pending.command, (Reserve, ReserveWithTimeout))
+            and any(isinstance(p.command, _SETTLES) for p in self._fifo)
+        ):
+            self._deferred.append((self._answered + len(self._fifo), pending))
+        else:
+            self._complete(pending, event)
+        while self._deferred and self._deferred[0][0] <= self._answered:
+            self._reissue(self._deferred.popleft()[1])
+
+    def _reissue(self, pending: Pending[Reply]) -> None:
+        """Send an interrupted reserve again, waiting what is left of its timeout."""
+        if pending.abandoned:  # its caller is gone: nothing to send
+            pending.reject(ERRORS[ErrorCode.DEADLINE_SOON]())
+            return
+        command = pending.command
+        if isinstance(command, ReserveWithTimeout):  # to the nearest second, as the wire counts
+            left = command.seconds - (time.monotonic() - pending.sent_at)
+            command = ReserveWithTimeout(max(0, math.floor(left + 0.5)))
+        try:
+            data = self.conn.send(command)
+        except LocalProtocolError:  # a reply queued behind closed the connection
+            pending.reject(ERRORS[ErrorCode.DEADLINE_SOON]())
+            return
+        self.queue(data)
+        self.expect(pending)
+
+    def fail(self, error: JobwireError) -> None:
+        """Mark the connection unusable and fail every waiting request, the reserves held
+        back after DEADLINE_SOON included, with ``error``."""
+        super().fail(error)
+        while self._deferred:
+            self._deferred.popleft()[1].reject(type(error)(str(error)))
 
     def _complete(self, pending: Pending[Reply], reply: Reply) -> None:
         command = pending.command

@@ -6,6 +6,7 @@ Every reply error is a :class:`BeanstalkError`; connection and protocol failures
 
 from __future__ import annotations
 
+from jobwire.errors import BulkError as _BulkError
 from jobwire.errors import JobwireError
 
 from ._events import ErrorCode
@@ -135,16 +136,16 @@ ERRORS: dict[ErrorCode, type[BeanstalkError]] = {
 }
 
 
-class BulkError(BeanstalkError):
-    """Some commands of a bulk call (``put_many``, ``delete_many``) failed.
+class BulkError(_BulkError, BeanstalkError):
+    """Some commands of a bulk call (``put_many``, ``delete_many``) failed: the collection's
+    :class:`jobwire.errors.BulkError`, also a :class:`BeanstalkError`.
 
     ``results`` has one entry per command, in order: its result (a job id for puts, ``None``
-    for deletes) or the exception it got. Every reply was read; the connection is usable.
+    for deletes) or the exception it got; ``error`` is the first of those exceptions, ``index``
+    its command, ``done`` the ``(index, result)`` of the others. When only replies failed
+    (``JobTooBig``, ``NotFound`` ...) every reply was read and the connection is usable; when
+    the connection failed, the commands sent and unanswered got ``ConnectionLost`` and those
+    never sent ``NotSent``.
     """
 
     code = "BULK"
-
-    def __init__(self, results: list[object]) -> None:
-        errors = [r for r in results if isinstance(r, Exception)]
-        super().__init__(f"{len(errors)} of {len(results)} commands failed; first: {errors[0]!r}")
-        self.results = results

@@ -9,10 +9,23 @@ For tests and development, not production (no binlog). Start it from async code 
 
     with run_server(max_job_size=1024) as server:
         ...
+
+The names load on first use (:mod:`jobwire._lazy`), so that ``python -m
+beanstalk_client.server`` can listen before it imports anyio and the server.
 """
 
 from __future__ import annotations
 
-from ._serve import MAX_JOB_SIZE_LIMIT, Server, run_server, serve
+from typing import TYPE_CHECKING
+
+from jobwire._lazy import lazy_exports
+
+#: The largest ``max_job_size`` beanstalkd accepts (``-z``): 1 GiB.
+MAX_JOB_SIZE_LIMIT = 1 << 30
+
+if TYPE_CHECKING:
+    from ._serve import Server, run_server, serve
+
+__getattr__, __dir__ = lazy_exports(__name__, {"._serve": ["Server", "run_server", "serve"]})
 
 __all__ = ["MAX_JOB_SIZE_LIMIT", "Server", "run_server", "serve"]

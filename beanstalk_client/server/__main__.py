@@ -5,27 +5,33 @@ ADDR -p PORT -z BYTES`` can run this server unchanged. Flags that only make sens
 server (``-b`` binlog directory, ``-f``/``-F`` fsync policy, ``-u`` user) are accepted and ignored
 with a warning, so those command lines do not break either.
 
+Why it listens first: beanstalkd listens a few milliseconds after it starts, and test suites
+rely on it (greenstalk's spawns it and connects 0.1 s later, once, with no retry). So this
+module parses the flags, binds and listens with the standard library alone (``_listen.py``),
+and only then imports anyio and the server; a client that connects meanwhile waits in the
+kernel's accept queue and is served a moment later.
+
 Signals as in beanstalkd: SIGUSR1 enters drain mode (``put`` answers DRAINING); SIGTERM and
-SIGINT close every connection and exit with status 0. Nothing is written to stdout except the
-``-v`` version line; ``-V`` logs connections to stderr.
+SIGINT close every connection and exit with status 0 (also when they come while the server is
+still starting). Nothing is written to stdout except the ``-v`` version line; ``-V`` logs
+connections to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import signal
+import socket
 import sys
 from collections.abc import Sequence
+from types import FrameType
 
-import anyio
-
-from ._serve import MAX_JOB_SIZE_LIMIT, serve
+from . import MAX_JOB_SIZE_LIMIT
+from ._listen import tcp_sockets, unix_socket
 
 VERSION_LINE = "beanstalkd 1.12 (jobwire bundled server)"
 DEFAULT_PORT = 11300
-
-logger = logging.getLogger("beanstalk_client.server")
+PROG = "beanstalk_client.server"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -54,21 +60,42 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def _run(host: str, port: int, unix_path: str | None, max_job_size: int) -> None:
+def _signals() -> list[signal.Signals]:
     wanted = [signal.SIGTERM, signal.SIGINT]
-    drain_signal = getattr(signal, "SIGUSR1", None)
-    if drain_signal is not None:
-        wanted.append(drain_signal)
-    # The receiver is installed before the socket is bound, so a signal sent as soon as the
-    # server answers can never hit the default action (SIGUSR1's would kill the process).
-    with anyio.open_signal_receiver(*wanted) as signals:
-        async with serve(host, port, unix_path=unix_path, max_job_size=max_job_size) as server:
-            async for signum in signals:
-                if signum == drain_signal:
+    if hasattr(signal, "SIGUSR1"):
+        wanted.append(signal.SIGUSR1)
+    return wanted
+
+
+async def _run(
+    sockets: list[socket.socket], unix_path: str | None, max_job_size: int, early: list[int]
+) -> None:
+    import logging
+
+    import anyio
+
+    from ._serve import serve_listening
+
+    logger = logging.getLogger(PROG)
+    with anyio.open_signal_receiver(*_signals()) as signals:
+        async with serve_listening(
+            sockets, unix_path=unix_path, max_job_size=max_job_size
+        ) as server:
+
+            def stops(signum: int) -> bool:
+                if signum == getattr(signal, "SIGUSR1", None):
                     server.drain()
                     logger.info("SIGUSR1: entering drain mode")
-                else:
-                    logger.info("%s: shutting down", signal.Signals(signum).name)
+                    return False
+                logger.info("%s: shutting down", signal.Signals(signum).name)
+                return True
+
+            # The receiver replaced the handler main() installed before binding: what that
+            # one kept while the server was starting comes first.
+            if any(stops(signum) for signum in early):
+                return
+            async for signum in signals:
+                if stops(signum):
                     return
 
 
@@ -78,33 +105,49 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.version:
         print(VERSION_LINE)
         return 0
-    prog = "beanstalk_client.server"
     for flag, value in (("-b", args.binlog_dir), ("-f", args.fsync_ms), ("-u", args.user)):
         if value is not None:
-            print(f"{prog}: warning: {flag} {value} ignored by the bundled server",
+            print(f"{PROG}: warning: {flag} {value} ignored by the bundled server",
                   file=sys.stderr)
     if args.never_fsync:
-        print(f"{prog}: warning: -F ignored by the bundled server", file=sys.stderr)
+        print(f"{PROG}: warning: -F ignored by the bundled server", file=sys.stderr)
     max_job_size = args.max_job_size
     if max_job_size > MAX_JOB_SIZE_LIMIT:
-        print(f"{prog}: warning: maximum job size was set to {MAX_JOB_SIZE_LIMIT}",
+        print(f"{PROG}: warning: maximum job size was set to {MAX_JOB_SIZE_LIMIT}",
               file=sys.stderr)
         max_job_size = MAX_JOB_SIZE_LIMIT
     if max_job_size < 0:
-        print(f"{prog}: error: -z must not be negative", file=sys.stderr)
+        print(f"{PROG}: error: -z must not be negative", file=sys.stderr)
         return 2
     if not 0 <= args.port <= 65535:
-        print(f"{prog}: error: -p must be a port number (0-65535)", file=sys.stderr)
+        print(f"{PROG}: error: -p must be a port number (0-65535)", file=sys.stderr)
         return 2
+    unix_path = args.listen[len("unix:"):] if args.listen.startswith("unix:") else None
+
+    # Signals that come before the event loop takes them over are kept, not left to their
+    # default action (SIGUSR1's would kill the process).
+    early: list[int] = []
+
+    def keep(signum: int, frame: FrameType | None) -> None:
+        early.append(signum)
+
+    for signum in _signals():
+        signal.signal(signum, keep)
+    try:
+        sockets = [unix_socket(unix_path)] if unix_path else tcp_sockets(args.listen, args.port)
+    except OSError as exc:
+        print(f"{PROG}: error: cannot listen on {args.listen}: {exc}", file=sys.stderr)
+        return 1
+
+    # Listening: now what serving needs (anyio, the protocol, the state).
+    import logging
+
+    import anyio
+
     if args.verbose:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                            format=f"{prog}[%(process)d]: %(message)s")
-    unix_path = args.listen[len("unix:"):] if args.listen.startswith("unix:") else None
-    try:
-        anyio.run(_run, args.listen, args.port, unix_path, max_job_size, backend="asyncio")
-    except OSError as exc:
-        print(f"{prog}: error: cannot listen on {args.listen}: {exc}", file=sys.stderr)
-        return 1
+                            format=f"{PROG}[%(process)d]: %(message)s")
+    anyio.run(_run, sockets, unix_path, max_job_size, early, backend="asyncio")
     return 0
 
 

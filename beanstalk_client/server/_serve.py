@@ -24,19 +24,15 @@ Everything that decides anything lives in ``_state.py`` (no awaits) and ``_serve
 from __future__ import annotations
 
 import contextlib
-import errno
 import functools
 import logging
-import os
 import socket
-import stat
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
-from typing import Any, cast
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
+from typing import Any
 
 import anyio
 import anyio.abc
-from anyio.abc import SocketAttribute
 
 from jobwire._serving import CLOSE, InOrderConnection, Scheduler, accept_loop, peer_name
 from jobwire._url import Address, TCPAddress, UnixAddress
@@ -44,14 +40,13 @@ from jobwire._url import Address, TCPAddress, UnixAddress
 from .._commands import Quit
 from .._events import ConnectionClosed, Reply
 from .._server_protocol import BadRequest, ServerConnection
+from . import MAX_JOB_SIZE_LIMIT
+from ._listen import close_unix, tcp_sockets, unix_socket
 from ._state import ConnState, ServerState
 
-__all__ = ["MAX_JOB_SIZE_LIMIT", "Server", "run_server", "serve"]
+__all__ = ["Server", "run_server", "serve", "serve_listening"]
 
 logger = logging.getLogger("beanstalk_client.server")
-
-#: The largest ``max_job_size`` beanstalkd accepts (``-z``): 1 GiB.
-MAX_JOB_SIZE_LIMIT = 1 << 30
 _READ_SIZE = 1 << 18
 # While a reserve waits, buffer at most this much of what the client sends after it.
 _WAIT_BUFFER_CAP = 1 << 20
@@ -112,7 +107,7 @@ class _Connection(InOrderConnection):
 
     def answer(self, event: object, now: float) -> Reply | object | None:
         if isinstance(event, BadRequest):
-            return self.state.bad_request(self.conn, event.code, now)
+            return self.state.bad_request(self.conn, event.code, now, event.counted)
         if isinstance(event, (ConnectionClosed, Quit)):
             return CLOSE
         return self.state.execute(self.conn, event, now)  # type: ignore[arg-type]
@@ -147,35 +142,11 @@ async def _accept_unix(listening: socket.socket) -> anyio.abc.SocketStream:
             raise
 
 
-def _unix_listen(path: str) -> socket.socket:
-    _remove_stale_socket(path)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.setblocking(False)
-        sock.bind(path)
-        sock.listen(4096)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
-
-
 def _serving(state: ServerState) -> Callable[[anyio.abc.SocketStream], Coroutine[Any, Any, None]]:
     async def serve_connection(stream: anyio.abc.SocketStream) -> None:
         await _Connection(stream, state, peer_name(stream)).run()
 
     return serve_connection
-
-
-def _remove_stale_socket(path: str) -> None:
-    """Remove a unix socket file left by an earlier run; refuse to clobber anything else."""
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        return
-    if not stat.S_ISSOCK(mode):
-        raise OSError(errno.EEXIST, f"{path} exists and is not a socket")
-    os.unlink(path)
 
 
 @contextlib.asynccontextmanager
@@ -189,7 +160,8 @@ async def serve(
     """Run a beanstalkd 1.12-compatible server while the ``async with`` block runs.
 
     Args:
-        host: the address to listen on (ignored with ``unix_path``).
+        host: the address to listen on (ignored with ``unix_path``); a name that resolves to
+            several addresses (``localhost``) listens on each.
         port: the TCP port; 0 picks a free one (see :attr:`Server.address`).
         unix_path: listen on this unix socket instead of TCP (a stale socket file there is
             replaced; the file is removed on exit).
@@ -204,24 +176,42 @@ async def serve(
     """
     if not 0 <= port <= 65535:
         raise ValueError(f"port must be in 0..65535, got {port}")
-    if not 0 <= max_job_size <= MAX_JOB_SIZE_LIMIT:
-        raise ValueError(f"max_job_size must be in 0..{MAX_JOB_SIZE_LIMIT}, got {max_job_size}")
+    _check_max_job_size(max_job_size)  # before anything is bound
+    sockets = [unix_socket(unix_path)] if unix_path is not None else tcp_sockets(host, port)
+    async with serve_listening(sockets, unix_path=unix_path, max_job_size=max_job_size) as server:
+        yield server
+
+
+@contextlib.asynccontextmanager
+async def serve_listening(
+    sockets: Sequence[socket.socket], *, unix_path: str | None = None, max_job_size: int = 65535
+) -> AsyncIterator[Server]:
+    """:func:`serve` on sockets that already listen (``python -m beanstalk_client.server``
+    binds them before it imports the server; see ``_listen.py``). Takes them over: they are
+    closed on exit, and ``unix_path``, the file of a unix socket, removed.
+
+    Raises:
+        ValueError: ``max_job_size`` is out of range.
+    """
+    _check_max_job_size(max_job_size)
     state = ServerState(time.monotonic(), max_job_size=max_job_size)
     body_error: BaseException | None = None
     async with contextlib.AsyncExitStack() as stack:
         accepts: list[Callable[[], Awaitable[anyio.abc.SocketStream]]]
         address: Address
         if unix_path is not None:
-            unix_sock = _unix_listen(unix_path)
-            stack.callback(_close_unix, unix_sock, unix_path)
-            accepts = [functools.partial(_accept_unix, unix_sock)]
+            stack.callback(close_unix, sockets[0], unix_path)
+            accepts = [functools.partial(_accept_unix, sockets[0])]
             address = UnixAddress(unix_path)
         else:
-            multi = await anyio.create_tcp_listener(local_host=host, local_port=port)
-            stack.push_async_callback(_aclose_shielded, multi)
-            accepts = [cast(anyio.abc.SocketListener, lst).accept for lst in multi.listeners]
-            bound = multi.listeners[0].extra(SocketAttribute.local_address)
-            assert isinstance(bound, tuple)
+            for sock in sockets:  # closed even if wrapping one of them fails
+                stack.callback(sock.close)
+            accepts = []
+            for sock in sockets:
+                listener = await anyio.abc.SocketListener.from_socket(sock)
+                stack.push_async_callback(_aclose_shielded, listener)
+                accepts.append(listener.accept)
+            bound = sockets[0].getsockname()
             address = TCPAddress(str(bound[0]), int(bound[1]))
         scheduler = Scheduler(state.advance, state.next_deadline, time.monotonic, logger)
         state.on_timer = scheduler.poke
@@ -241,15 +231,14 @@ async def serve(
         raise body_error
 
 
+def _check_max_job_size(max_job_size: int) -> None:
+    if not 0 <= max_job_size <= MAX_JOB_SIZE_LIMIT:
+        raise ValueError(f"max_job_size must be in 0..{MAX_JOB_SIZE_LIMIT}, got {max_job_size}")
+
+
 async def _aclose_shielded(resource: anyio.abc.AsyncResource) -> None:
     with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
         await resource.aclose()
-
-
-def _close_unix(sock: socket.socket, path: str) -> None:
-    sock.close()
-    with contextlib.suppress(OSError):
-        _remove_stale_socket(path)
 
 
 @contextlib.contextmanager

@@ -35,7 +35,6 @@ import enum
 import heapq
 import itertools
 import os
-import secrets
 import socket
 from collections import OrderedDict
 from collections.abc import Callable
@@ -370,7 +369,7 @@ class ServerState:
         self.counts["job-timeouts"] = 0
         self.counts["total-jobs"] = 0
         #: A random id per server instance, as beanstalkd draws one per process.
-        self.instance_id = secrets.token_hex(8)
+        self.instance_id = os.urandom(8).hex()  # as beanstalkd; importing secrets slows start
         uname = os.uname() if hasattr(os, "uname") else None
         self._hostname = uname.nodename if uname else socket.gethostname()
         self._os = uname.version if uname else ""
@@ -445,8 +444,13 @@ class ServerState:
             raise TypeError(f"cannot execute {command!r}")
         return handler(conn, command, now)
 
-    def bad_request(self, conn: ConnState, code: ErrorCode, now: float) -> Reply:
-        """The reply to input the protocol core rejected, counted as beanstalkd counts it."""
+    def bad_request(
+        self, conn: ConnState, code: ErrorCode, now: float, counted: str = ""
+    ) -> Reply:
+        """The reply to input the protocol core rejected, counted as beanstalkd counts it
+        (``counted``: a stats counter it increments before rejecting the command)."""
+        if counted:
+            self.counts[counted] += 1
         if code is ErrorCode.JOB_TOO_BIG:
             self.counts["cmd-put"] += 1
         elif code is ErrorCode.EXPECTED_CRLF:

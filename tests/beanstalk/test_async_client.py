@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import anyio
 import pytest
 
@@ -142,11 +144,100 @@ async def test_cancel_waiting_caller_mid_pipeline(server: BeanstalkServer, tube:
 
 
 async def test_deadline_soon_async(server: BeanstalkServer, tube: str) -> None:
+    """One caller, one reserve, a held job about to expire: DeadlineSoon is for this caller."""
     async with await _client(server, tube) as c:
         await c.put(b"x", ttr=2)
         job = await c.reserve(timeout=0)
         with anyio.fail_after(5), pytest.raises(DeadlineSoon):
             await c.reserve()
+        started = time.monotonic()
+        with pytest.raises(DeadlineSoon):  # inside the margin: at once, whatever the timeout
+            await c.reserve(timeout=6)
+        assert time.monotonic() - started < 1
+        await c.delete(job)
+
+
+async def _multiple_reserves(
+    server: BeanstalkServer, tube: str, *, ttr: int, timeout: int, put_after_delete: bool
+) -> tuple[object, float, float]:
+    """beanstalk-multiple-reserves.txt on one shared AsyncClient: task 1 reserves a job, task 2
+    waits in ``reserve(timeout=...)``, task 1 deletes its job 0.2 s later (held behind the
+    reserve until the server answers it DEADLINE_SOON). Returns task 2's outcome, when the
+    delete was answered and when task 2's reserve ended (seconds from task 2's start)."""
+    async with await _client(server, tube) as c, AsyncClient.from_url(server.url) as producer:
+        await producer.use(tube)
+        await c.put(b"held", ttr=ttr)
+        job = await c.reserve(timeout=0)
+        outcome: list[object] = []
+        ended = deleted = 0.0
+        started = time.monotonic()
+
+        async def task2() -> None:
+            nonlocal ended
+            try:
+                outcome.append(await c.reserve(timeout=timeout))
+            except (DeadlineSoon, TimedOut) as exc:
+                outcome.append(exc)
+            ended = time.monotonic() - started
+
+        with anyio.fail_after(timeout + 5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(task2)
+                await anyio.sleep(0.2)  # task 2's reserve is on the wire before the delete
+                await c.delete(job)
+                deleted = time.monotonic() - started
+                if put_after_delete:
+                    await anyio.sleep(0.5)
+                    await producer.put(b"for task 2")
+        return outcome[0], deleted, ended
+
+
+@pytest.mark.slow
+async def test_deadline_soon_is_not_raised_to_a_task_holding_nothing(
+    server: BeanstalkServer, tube: str
+) -> None:
+    """The server's DEADLINE_SOON unblocks the connection for task 1's delete; task 2 held
+    nothing, so its reserve goes on, with what is left of its 6 s."""
+    outcome, deleted, ended = await _multiple_reserves(
+        server, tube, ttr=3, timeout=6, put_after_delete=False
+    )
+    assert 1.5 < deleted < 3, deleted  # TTR 3 minus the 1 s margin
+    assert isinstance(outcome, TimedOut), outcome
+    assert 5.4 < ended < 7.5, ended  # the 6 s it asked for, not 2 s, nor 2 + 6
+
+
+async def test_reserve_interrupted_for_another_task_still_gets_a_job(
+    server: BeanstalkServer, tube: str
+) -> None:
+    outcome, deleted, ended = await _multiple_reserves(
+        server, tube, ttr=2, timeout=10, put_after_delete=True
+    )
+    assert isinstance(outcome, Job) and outcome.body == b"for task 2", outcome
+    assert deleted < ended < deleted + 3
+
+
+async def test_deadline_soon_with_nothing_queued_to_unblock(
+    server: BeanstalkServer, tube: str
+) -> None:
+    """On a shared connection, DEADLINE_SOON reaches the waiting reserve when nothing that
+    could settle the held job is queued behind it (a ``stats`` cannot): the connection holds a
+    job about to run out, and waiting on would only be answered DEADLINE_SOON again."""
+    async with await _client(server, tube) as c:
+        await c.put(b"held", ttr=2)
+        job = await c.reserve(timeout=0)
+        outcome: list[BaseException] = []
+
+        async def task2() -> None:
+            with pytest.raises(DeadlineSoon) as info:
+                await c.reserve(timeout=6)
+            outcome.append(info.value)
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(task2)
+                await anyio.sleep(0.2)
+                assert (await c.stats())["current-jobs-reserved"] >= 1  # behind the reserve
+        assert len(outcome) == 1
         await c.delete(job)
 
 

@@ -13,6 +13,7 @@ from beanstalk_client import (
     ConnectFailed,
     ConnectionLost,
     DeadlineSoon,
+    Delete,
     Draining,
     Job,
     JobTooBig,
@@ -21,8 +22,10 @@ from beanstalk_client import (
     NotIgnored,
     OperationTimeout,
     RemoteProtocolError,
+    ReserveWithTimeout,
     TimedOut,
 )
+from beanstalk_client._events import DELETED
 from beanstalk_client._stats import JOB_KEYS, SERVER_KEYS, TUBE_KEYS
 
 from ..conftest import BeanstalkServer, free_port, start_server
@@ -99,6 +102,19 @@ def test_deadline_soon(client: Client) -> None:
         client.reserve(timeout=10)  # the 1 s safety margin interrupts the wait
     assert time.monotonic() - started < 5
     client.delete(job)  # DEADLINE_SOON extends nothing, but the job is still ours to delete
+
+
+@pytest.mark.slow
+def test_pipelined_delete_behind_an_interrupted_reserve(client: Client) -> None:
+    """reserve and delete pipelined: DEADLINE_SOON only unblocks the delete; the reserve is
+    sent again with what is left of its 4 s (the sync client shares the session's rules)."""
+    client.put(b"held", ttr=2)
+    job = client.reserve(timeout=0)
+    started = time.monotonic()
+    reserve, delete = client.call_many([ReserveWithTimeout(4), Delete(job.id)])
+    assert isinstance(reserve, TimedOut), reserve
+    assert delete == DELETED
+    assert 3.4 < time.monotonic() - started < 5.5
 
 
 def test_release_bury_kick_touch(client: Client) -> None:
@@ -370,39 +386,86 @@ def test_raw_socket_is_nodelay(client: Client) -> None:
     assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
 
 
+def _over_long(length: int) -> bytes:
+    """A line of ``length`` bytes before its CRLF, then ``use ok`` and ``list-tube-used``."""
+    return b"x" * length + b"\r\nuse ok\r\nlist-tube-used\r\n"
+
+
 @pytest.mark.parametrize(
-    ("sent", "expected"),
+    ("sent", "expected", "waits"),
     [
-        (b"kick -1\r\n", b"KICKED 0\r\n"),  # strtoumax: a count of 2**32-1, nothing to kick
-        (b"kick 4294967296\r\n", b"KICKED 0\r\n"),  # the low 32 bits: 0
-        (b"kick 99999999999999999999999\r\n", b"BAD_FORMAT\r\n"),
-        (b"reserve-with-timeout 4294967296\r\n", b"RESERVED"),  # waits; a job is ready
-        (b"use a\nb\r\n", b"BAD_FORMAT\r\n"),
-        (b"quit \r\n", b""),  # closed
-        (b"stats-job -1\r\n", b"BAD_FORMAT\r\n"),
-        (b"peek 18446744073709551616\r\n", b"BAD_FORMAT\r\n"),
-        (b"put 0 0 10 -1\r\n", b"BAD_FORMAT\r\n"),
-        (b"release 1 -1 0\r\n", b"BAD_FORMAT\r\n"),
-        (b"list-tubes \r\n", b"BAD_FORMAT\r\n"),
+        (b"kick -1\r\n", b"KICKED 0\r\n", 0),  # strtoul: a count of 2**32-1, nothing to kick
+        (b"kick 4294967296\r\n", b"KICKED 0\r\n", 0),  # the low 32 bits: 0
+        (b"kick 99999999999999999999999\r\n", b"BAD_FORMAT\r\n", 0),
+        (b"kick 1abc\r\n", b"KICKED 0\r\n", 0),  # strtoul ignores what follows
+        (b"kick abc\r\n", b"BAD_FORMAT\r\n", 0),  # ... but needs a digit
+        (b"reserve-with-timeout 4294967296\r\n", b"RESERVED", 0),  # a job is ready
+        (b"use a\nb\r\n", b"BAD_FORMAT\r\n", 0),
+        (b"quit \r\n", b"", 0),  # closed
+        (b"quitx\r\n", b"", 0),  # command words match by prefix
+        (b"reservex\r\n", b"BAD_FORMAT\r\n", 0),  # a reserve with trailing garbage
+        (b"stats-job -1\r\n", b"BAD_FORMAT\r\n", 0),
+        (b"delete  18446744073709551615\r\n", b"NOT_FOUND\r\n", 0),  # spaces skipped
+        (b"delete +1\r\n", b"BAD_FORMAT\r\n", 0),
+        (b"peek 18446744073709551616\r\n", b"BAD_FORMAT\r\n", 0),
+        (b"put 0 0 10 -1\r\n", b"BAD_FORMAT\r\n", 0),
+        (b"release 1 -1 0\r\n", b"BAD_FORMAT\r\n", 0),
+        (b"list-tubes \r\n", b"BAD_FORMAT\r\n", 0),
+        # reserve-with-timeout reads its number with strtol: white space and a sign first, no
+        # digits read as 0, anything after the digits ignored; only ERANGE is BAD_FORMAT; the
+        # result is cut to a C int (4294967297 is 1).
+        (b"reserve-with-timeout abc\r\n", b"TIMED_OUT\r\n", 0),
+        (b"reserve-with-timeout \r\n", b"TIMED_OUT\r\n", 0),
+        (b"reserve-with-timeout 0x10\r\n", b"TIMED_OUT\r\n", 0),
+        (b"reserve-with-timeout +0\r\n", b"TIMED_OUT\r\n", 0),
+        (b"reserve-with-timeout  0\r\n", b"TIMED_OUT\r\n", 0),
+        (b"reserve-with-timeout 1abc\r\n", b"TIMED_OUT\r\n", 1),
+        (b"reserve-with-timeout 2 \r\n", b"TIMED_OUT\r\n", 2),
+        (b"reserve-with-timeout 4294967297\r\n", b"TIMED_OUT\r\n", 1),
+        (b"reserve-with-timeout 9223372036854775808\r\n", b"BAD_FORMAT\r\n", 0),
+        # The 224-byte command buffer: a full buffer with no line end is thrown away, and so
+        # on until one holds a CRLF; a CR in a buffer's last byte is thrown away with it, so
+        # the next CRLF ends the line ("use ok" is swallowed).
+        (b"use " + b"b" * 219 + b"\r\nuse ok\r\nlist-tube-used\r\n",
+         b"BAD_FORMAT\r\nUSING TUBE\r\n", 0),
+        (_over_long(222), b"UNKNOWN_COMMAND\r\nUSING ok\r\nUSING ok\r\n", 0),  # 224: a line
+        (_over_long(300), b"BAD_FORMAT\r\nUSING ok\r\nUSING ok\r\n", 0),
+        (_over_long(447), b"BAD_FORMAT\r\nUSING TUBE\r\n", 0),
+        (_over_long(448), b"BAD_FORMAT\r\nUSING ok\r\nUSING ok\r\n", 0),
+        # Only the first CR of the buffer can end a line: with no LF after it, nothing is
+        # answered until 224 bytes have come (the first list-tube-used is swallowed).
+        (b"use a\rb\r\nlist-tube-used\r\n" + b"s" * 199 + b"\r\nlist-tube-used\r\n",
+         b"BAD_FORMAT\r\nUSING TUBE\r\n", 0),
     ],
 )
 def test_malformed_commands_answered_as_beanstalkd_does(
-    server: BeanstalkServer, tube: str, sent: bytes, expected: bytes
+    server: BeanstalkServer, tube: str, sent: bytes, expected: bytes, waits: int
 ) -> None:
     # Raw bytes, the same assertions for both servers: the bundled one must frame malformed
-    # input exactly as beanstalkd 1.12 does.
+    # input exactly as beanstalkd 1.12 does (``waits``: seconds before the reply comes).
+    expected = expected.replace(b"TUBE", tube.encode())
     with socket.create_connection((server.host, server.port), timeout=5) as sock:
         name = tube.encode()
-        sock.sendall(b"use %b\r\nwatch %b\r\nput 0 0 60 1\r\na\r\n" % (name, name))
+        setup = b"use %b\r\nwatch %b\r\nignore default\r\n" % (name, name)
+        if expected == b"RESERVED":
+            setup += b"put 0 0 60 1\r\na\r\n"
+        sock.sendall(setup)
         head = b""
-        while head.count(b"\r\n") < 3:
+        while head.count(b"\r\n") < setup.count(b"\r\n") - setup.count(b"\r\na\r\n"):
             head += sock.recv(4096)
+        started = time.monotonic()
         sock.sendall(sent)
-        sock.settimeout(2)
+        sock.settimeout(waits + 3)
         reply = b""
-        while not reply.endswith(b"\r\n") or (expected == b"RESERVED" and reply.count(b"\r\n") < 2):
+        while (  # b"": until the server closes
+            not expected
+            or len(reply) < len(expected)
+            or (expected == b"RESERVED" and reply.count(b"\r\n") < 2)
+        ):
             chunk = sock.recv(4096)
             if not chunk:
                 break
             reply += chunk
+        elapsed = time.monotonic() - started
     assert reply.startswith(expected) if expected else reply == b""
+    assert waits - 0.2 < elapsed < waits + 1.5, elapsed

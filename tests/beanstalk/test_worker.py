@@ -14,7 +14,7 @@ import time
 import anyio
 import pytest
 
-from beanstalk_client import AsyncClient, Client, DeadlineSoon, Job, NotFound
+from beanstalk_client import Client, Job, NotFound
 from beanstalk_client.worker import AsyncWorker, RetryPolicy, Worker
 
 from ..conftest import BeanstalkServer, start_server
@@ -103,33 +103,6 @@ async def test_ack_delay_is_bounded_whatever_the_ttr(server: BeanstalkServer, tu
         assert 0 <= deleted - finished < 2.0, deleted - finished
         with pytest.raises(NotFound):
             p.stats_job(job_id)
-
-
-async def test_multiple_reserves_exchange(server: BeanstalkServer, tube: str) -> None:
-    """beanstalk-multiple-reserves.txt: reserve, reserve, delete -> DEADLINE_SOON, DELETED."""
-    async with AsyncClient.from_url(server.url) as c:
-        await c.use(tube)
-        await c.watch(tube)
-        await c.ignore("default")
-        await c.put(b"this is my cool tweet", ttr=2)
-        job = await c.reserve()
-        outcome: list[object] = []
-
-        async def second_reserve() -> None:
-            try:
-                await c.reserve()
-            except DeadlineSoon as exc:
-                outcome.append(exc)
-
-        started = time.monotonic()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(second_reserve)
-            await anyio.sleep(0.05)  # the second reserve is on the wire before the delete
-            with anyio.fail_after(5):
-                await c.delete(job)  # held behind the reserve until DEADLINE_SOON
-        elapsed = time.monotonic() - started
-        assert len(outcome) == 1 and isinstance(outcome[0], DeadlineSoon)
-        assert 0.5 < elapsed < 3, elapsed  # ttr 2 minus the 1 s margin
 
 
 async def test_deadline_soon_is_absorbed(server: BeanstalkServer, tube: str) -> None:
