@@ -1,0 +1,95 @@
+"""qless on Redis: the qless client and workers, the qless-core Lua script they share
+(``lua/qless.lua``), the Redis wire format (Sans-IO) and ``Redis`` / ``AsyncRedis`` connections.
+
+    from qless_client import Client
+    with Client("redis://127.0.0.1:6379/0") as client:
+        jid = client.queue("emails").put("app.SendEmail", {"to": "a@example.com"})
+        for job in client.queue("emails").pop(10):
+            job.complete()
+
+Every public name loads its module on first use (:mod:`jobwire._lazy`), so ``import
+qless_client`` costs next to nothing.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from jobwire._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from ._client_async import AsyncClient, AsyncJob, AsyncQueue, default_worker_name, new_jid
+    from ._client_sync import Client, Job, Queue
+    from ._redis import AsyncRedis, Redis, RedisOptions, parse_redis_address
+    from ._resp import (
+        NEED_DATA,
+        Attribute,
+        Connection,
+        ConnectionClosed,
+        ErrorReply,
+        Push,
+        Reply,
+        Verbatim,
+        encode_command,
+    )
+    from .errors import (
+        AuthenticationError,
+        BulkError,
+        HasDependents,
+        JobNotFound,
+        LostLock,
+        QlessError,
+        RedisError,
+        ScriptError,
+        WrongQueue,
+        WrongState,
+    )
+
+__all__ = [
+    "NEED_DATA",
+    "AsyncClient",
+    "AsyncJob",
+    "AsyncQueue",
+    "AsyncRedis",
+    "Attribute",
+    "AuthenticationError",
+    "BulkError",
+    "Client",
+    "Connection",
+    "ConnectionClosed",
+    "ErrorReply",
+    "HasDependents",
+    "Job",
+    "JobNotFound",
+    "LostLock",
+    "Push",
+    "QlessError",
+    "Queue",
+    "Redis",
+    "RedisError",
+    "RedisOptions",
+    "Reply",
+    "ScriptError",
+    "Verbatim",
+    "WrongQueue",
+    "WrongState",
+    "default_worker_name",
+    "encode_command",
+    "new_jid",
+    "parse_redis_address",
+]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "._redis": ["AsyncRedis", "Redis", "RedisOptions", "parse_redis_address"],
+        "._resp": ["NEED_DATA", "Attribute", "Connection", "ConnectionClosed", "ErrorReply",
+                   "Push", "Reply", "Verbatim", "encode_command"],
+        "._client_async": ["AsyncClient", "AsyncJob", "AsyncQueue", "default_worker_name",
+                           "new_jid"],
+        "._client_sync": ["Client", "Job", "Queue"],
+        ".errors": ["AuthenticationError", "BulkError", "HasDependents", "JobNotFound",
+                    "LostLock", "QlessError", "RedisError", "ScriptError",
+                    "WrongQueue", "WrongState"],
+    },
+)
