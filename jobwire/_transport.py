@@ -270,6 +270,15 @@ class AsyncTransport:
                 self._waiters[pending] = None
                 try:
                     await woken.wait()
+                except BaseException:
+                    # Cancelled (or timed out) while waiting: the reader may have handed its
+                    # role to this task between the cancellation and this task running (trio
+                    # delivers both at once). A task that leaves never reads, so pass the role
+                    # on, or the other waiters would wait for a reader that never comes.
+                    self._waiters.pop(pending, None)
+                    if not self._reading:
+                        self._hand_over_reading()
+                    raise
                 finally:
                     self._waiters.pop(pending, None)
             else:
