@@ -4,18 +4,46 @@ server (``gearman_client.server``).
     from gearman_client import Client, Worker, Priority
     with Client("gearman://127.0.0.1:4730") as client:
         result = client.submit("reverse", b"hello")
+
+Every public name loads its module on first use (:mod:`jobwire._lazy`), so that ``python -m
+gearman_client.server`` imports neither the clients nor the workers.
 """
 
 from __future__ import annotations
 
-from ._admin import FunctionStatus, JobInfo, PriorityStatus, WorkerInfo
-from ._api_async import JobStatus
-from ._packets import DEFAULT_MAX_BODY_SIZE, PacketType, Priority
-from ._protocol import Connection
-from .aio import AsyncAdmin, AsyncClient, AsyncJob, AsyncWorker
-from .client import Admin, Client
-from .errors import BulkSubmitError, GearmanError, JobException, JobFailed, QueueFull, ServerError
-from .worker import Job, Worker
+from typing import TYPE_CHECKING
+
+from jobwire._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from ._admin import FunctionStatus, JobInfo, PriorityStatus, WorkerInfo
+    from ._api_async import JobStatus
+    from ._packets import DEFAULT_MAX_BODY_SIZE, PacketType, Priority
+    from ._protocol import Connection
+    from .aio import AsyncAdmin, AsyncClient, AsyncJob, AsyncWorker
+    from .client import Admin, Client
+    from .errors import (
+        BulkSubmitError,
+        GearmanError,
+        JobException,
+        JobFailed,
+        QueueFull,
+        ServerError,
+    )
+    from .worker import Job, Worker
+
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "._admin": ["FunctionStatus", "JobInfo", "PriorityStatus", "WorkerInfo"],
+    "._api_async": ["JobStatus"],
+    "._packets": ["DEFAULT_MAX_BODY_SIZE", "PacketType", "Priority"],
+    "._protocol": ["Connection"],
+    ".aio": ["AsyncAdmin", "AsyncClient", "AsyncJob", "AsyncWorker"],
+    ".client": ["Admin", "Client"],
+    ".errors": [
+        "BulkSubmitError", "GearmanError", "JobException", "JobFailed", "QueueFull", "ServerError",
+    ],
+    ".worker": ["Job", "Worker"],
+})
 
 __all__ = [
     "DEFAULT_MAX_BODY_SIZE",

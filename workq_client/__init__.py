@@ -8,72 +8,105 @@
         print(client.result(job_id).data)
 
 The Sans-IO core (``Connection``, the command and reply classes) is exported too, for use with
-any I/O; the bundled server is ``workq_client.server``.
+any I/O; the bundled server is ``workq_client.server``. Every public name loads its module on
+first use (:mod:`jobwire._lazy`), so that the server imports neither the clients nor the workers.
 """
 
 from __future__ import annotations
 
-from jobwire.errors import (
-    ConnectFailed,
-    ConnectionLost,
-    JobwireError,
-    LocalProtocolError,
-    NotSent,
-    OperationTimeout,
-    ProtocolError,
-    RemoteProtocolError,
-)
+from typing import TYPE_CHECKING
 
-from ._api_async import DEFAULT_TTL, DEFAULT_TTR
-from ._commands import (
-    MAX_PAYLOAD,
-    Add,
-    Command,
-    Complete,
-    Delete,
-    Fail,
-    InspectJob,
-    InspectJobs,
-    InspectQueue,
-    InspectQueues,
-    InspectScheduledJobs,
-    InspectServer,
-    InvalidArgument,
-    Lease,
-    Result,
-    Run,
-    Schedule,
-    Shape,
-)
-from ._events import (
-    NEED_DATA,
-    ConnectionClosed,
-    ErrorKind,
-    ErrorReply,
-    Event,
-    InspectReply,
-    JobResult,
-    Leased,
-    NeedData,
-    Ok,
-    Record,
-    Reply,
-)
-from ._protocol import Connection, ConnectionState
-from ._records import JobInfo, JobResultRecord, JobState, LeasedJob, QueueInfo, ServerInfo
-from ._server_protocol import BadRequest, ServerConnection
-from .aio import AsyncClient
-from .client import Client
-from .errors import (
-    BulkError,
-    ClientError,
-    DuplicateJob,
-    NotFound,
-    ServerError,
-    TimedOut,
-    WorkqError,
-)
-from .worker import AsyncWorker, JobContext, LateResult, Worker, WorkerStats
+from jobwire._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from jobwire.errors import (
+        ConnectFailed,
+        ConnectionLost,
+        JobwireError,
+        LocalProtocolError,
+        NotSent,
+        OperationTimeout,
+        ProtocolError,
+        RemoteProtocolError,
+    )
+
+    from ._api_async import DEFAULT_TTL, DEFAULT_TTR
+    from ._commands import (
+        MAX_PAYLOAD,
+        Add,
+        Command,
+        Complete,
+        Delete,
+        Fail,
+        InspectJob,
+        InspectJobs,
+        InspectQueue,
+        InspectQueues,
+        InspectScheduledJobs,
+        InspectServer,
+        InvalidArgument,
+        Lease,
+        Result,
+        Run,
+        Schedule,
+        Shape,
+    )
+    from ._events import (
+        NEED_DATA,
+        ConnectionClosed,
+        ErrorKind,
+        ErrorReply,
+        Event,
+        InspectReply,
+        JobResult,
+        Leased,
+        NeedData,
+        Ok,
+        Record,
+        Reply,
+    )
+    from ._protocol import Connection, ConnectionState
+    from ._records import JobInfo, JobResultRecord, JobState, LeasedJob, QueueInfo, ServerInfo
+    from ._server_protocol import BadRequest, ServerConnection
+    from .aio import AsyncClient
+    from .client import Client
+    from .errors import (
+        BulkError,
+        ClientError,
+        DuplicateJob,
+        NotFound,
+        ServerError,
+        TimedOut,
+        WorkqError,
+    )
+    from .worker import AsyncWorker, JobContext, LateResult, Worker, WorkerStats
+
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "jobwire.errors": [
+        "ConnectFailed", "ConnectionLost", "JobwireError", "LocalProtocolError", "NotSent",
+        "OperationTimeout", "ProtocolError", "RemoteProtocolError",
+    ],
+    "._api_async": ["DEFAULT_TTL", "DEFAULT_TTR"],
+    "._commands": [
+        "MAX_PAYLOAD", "Add", "Command", "Complete", "Delete", "Fail", "InspectJob", "InspectJobs",
+        "InspectQueue", "InspectQueues", "InspectScheduledJobs", "InspectServer", "InvalidArgument",
+        "Lease", "Result", "Run", "Schedule", "Shape",
+    ],
+    "._events": [
+        "NEED_DATA", "ConnectionClosed", "ErrorKind", "ErrorReply", "Event", "InspectReply",
+        "JobResult", "Leased", "NeedData", "Ok", "Record", "Reply",
+    ],
+    "._protocol": ["Connection", "ConnectionState"],
+    "._records": ["JobInfo", "JobResultRecord", "JobState", "LeasedJob", "QueueInfo", "ServerInfo"],
+    "._server_protocol": ["BadRequest", "ServerConnection"],
+    ".aio": ["AsyncClient"],
+    ".client": ["Client"],
+    ".errors": [
+        "BulkError", "ClientError", "DuplicateJob", "NotFound", "ServerError", "TimedOut",
+        "WorkqError",
+    ],
+    ".worker": ["AsyncWorker", "JobContext", "LateResult", "Worker", "WorkerStats"],
+})
 
 __all__ = [
     "DEFAULT_TTL",

@@ -4,10 +4,15 @@ cause this guards (importing the client, the worker and all of anyio took 0.27-0
 
 from __future__ import annotations
 
+import ast
+import importlib
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+import pytest
 
 from ..conftest import free_port, stop_process
 
@@ -35,3 +40,33 @@ def test_importing_the_server_does_not_import_the_client_or_worker() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    "package",
+    ["beanstalk_client", "beanstalk_client.server", "gearman_client", "workq_client",
+     "qless_client"],
+)
+def test_lazy_exports_match_the_type_checking_imports(package: str) -> None:
+    """Each lazily exported package lists its names twice (imports under TYPE_CHECKING for type
+    checkers, a table for run time): both must agree, and every name in ``__all__`` must load
+    the very object its module defines."""
+    module = importlib.import_module(package)
+    assert module.__file__ is not None
+    tree = ast.parse(Path(module.__file__).read_text())
+    typed: dict[str, object] = {}
+    for node in tree.body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for imp in node.body:
+                assert isinstance(imp, ast.ImportFrom)
+                source = importlib.import_module(
+                    "." * imp.level + (imp.module or ""), package if imp.level else None
+                )
+                for alias in imp.names:
+                    typed[alias.name] = getattr(source, alias.name)
+    constants = {name for name in module.__all__ if name not in typed}
+    assert constants <= {"MAX_JOB_SIZE_LIMIT"}, constants  # defined in the package itself
+    assert set(typed) | constants == set(module.__all__)
+    for name, value in typed.items():
+        assert getattr(module, name) is value, name
+    assert set(module.__all__) <= set(dir(module))
