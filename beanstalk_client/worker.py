@@ -17,8 +17,10 @@ as soon as one answers ``TIMED_OUT``: a full tube gets up to ``concurrency`` res
 on the one connection, an empty tube costs one round trip per ``T`` seconds.
 
 ``DEADLINE_SOON`` answering a reserve is not a failure of any job: the server is unblocking the
-connection because a held job is within 1 s of its TTR. The worker counts it, lets the queued
-commands through, and re-issues the reserve after a short pause (the server would answer
+connection because a held job is within 1 s of its TTR. When acknowledgements are queued behind
+the reserve, the session itself sends the reserve again once they are answered (``_session.py``);
+the worker sees only a DEADLINE_SOON that nothing queued explains (a handler still running into
+the safety margin), counts it, and reserves again after a short pause (the server would answer
 DEADLINE_SOON again at once until the job is touched or finished). Auto-touch keeps slow but
 alive handlers' jobs: after ``touch_after`` seconds it asks ``stats-job`` for the time left and
 touches the job before it runs out, again every TTR; ``handler_timeout`` is a hard limit.

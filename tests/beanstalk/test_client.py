@@ -470,3 +470,21 @@ def test_malformed_commands_answered_as_beanstalkd_does(
         elapsed = time.monotonic() - started
     assert reply.startswith(expected) if expected else reply == b""
     assert waits - 0.2 < elapsed < waits + 1.5, elapsed
+
+
+def test_rejected_commands_counted_as_beanstalkd_counts(server: BeanstalkServer) -> None:
+    # beanstalkd counts a put whose fields read well but with garbage after its size, and a
+    # pause-tube whose name is then refused, before answering BAD_FORMAT; a field it cannot
+    # read is not counted.
+    with Client.from_url(server.url) as c, socket.create_connection(
+        (server.host, server.port), timeout=5
+    ) as sock:
+        before = c.stats()
+        sock.sendall(b"put 0 0 1 1abc\r\nput 0 0 x 1\r\npause-tube -x 1\r\npause-tube x y\r\n")
+        reply = b""
+        while reply.count(b"\r\n") < 4:
+            reply += sock.recv(4096)
+        assert reply == b"BAD_FORMAT\r\n" * 4
+        after = c.stats()
+    assert after["cmd-put"] - before["cmd-put"] == 1
+    assert after["cmd-pause-tube"] - before["cmd-pause-tube"] == 1

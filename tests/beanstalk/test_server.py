@@ -473,6 +473,26 @@ def test_cli_unix_socket_verbose_and_ignored_flags(tmp_path: Path) -> None:
     assert not os.path.exists(path)  # the socket file is removed on exit
 
 
+def test_cli_signals_while_starting_are_kept() -> None:
+    """Listening comes before the event loop runs; SIGUSR1 or SIGTERM sent as soon as the
+    server listens is acted on, not left to its default action (SIGUSR1 would kill it)."""
+    port = free_port()
+    proc = _spawn("-l", "127.0.0.1", "-p", str(port))
+    with _killed_on_error(proc):
+        wire = _connect_when_up(proc, TCPAddress("127.0.0.1", port))
+        proc.send_signal(signal.SIGUSR1)
+        wait_for(lambda: wire.stats()["draining"] == "true", "drain mode")
+        assert wire.ask(b"put 0 0 60 1\r\nx\r\n") == b"DRAINING\r\n"
+        wire.close()
+    port = free_port()
+    proc = _spawn("-l", "127.0.0.1", "-p", str(port))
+    with _killed_on_error(proc):
+        _connect_when_up(proc, TCPAddress("127.0.0.1", port)).close()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=10)
+        assert proc.returncode == 0, err.decode()
+
+
 def test_cli_version() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "beanstalk_client.server", "-v"],
