@@ -1,5 +1,6 @@
-"""qless on Redis: the qless client and workers, the qless-core Lua script they share
-(``lua/qless.lua``), the Redis wire format (Sans-IO) and ``Redis`` / ``AsyncRedis`` connections.
+"""qless on Redis: the qless client and workers (``Worker``, ``AsyncWorker``), the qless-core
+Lua script they share (``lua/qless.lua``), the Redis wire format (Sans-IO) and ``Redis`` /
+``AsyncRedis`` connections.
 
     from qless_client import Client
     with Client("redis://127.0.0.1:6379/0") as client:
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
         WrongQueue,
         WrongState,
     )
+    from .worker import AsyncWorker, Next, RetryPolicy, Worker, WorkerStats
 
 __all__ = [
     "NEED_DATA",
@@ -51,6 +53,7 @@ __all__ = [
     "AsyncJob",
     "AsyncQueue",
     "AsyncRedis",
+    "AsyncWorker",
     "Attribute",
     "AuthenticationError",
     "BulkError",
@@ -62,6 +65,7 @@ __all__ = [
     "Job",
     "JobNotFound",
     "LostLock",
+    "Next",
     "Push",
     "QlessError",
     "Queue",
@@ -69,8 +73,11 @@ __all__ = [
     "RedisError",
     "RedisOptions",
     "Reply",
+    "RetryPolicy",
     "ScriptError",
     "Verbatim",
+    "Worker",
+    "WorkerStats",
     "WrongQueue",
     "WrongState",
     "default_worker_name",
@@ -91,5 +98,6 @@ __getattr__, __dir__ = lazy_exports(
         ".errors": ["AuthenticationError", "BulkError", "HasDependents", "JobNotFound",
                     "LostLock", "QlessError", "RedisError", "ScriptError",
                     "WrongQueue", "WrongState"],
+        ".worker": ["AsyncWorker", "Next", "RetryPolicy", "Worker", "WorkerStats"],
     },
 )

@@ -27,9 +27,10 @@ from jobwire._url import AddressLike
 from jobwire.errors import LocalProtocolError
 
 from . import _scripts as sc
+from ._popguard import AsyncPopGuard
 from ._redis import AsyncRedis
 from ._resp import Arg
-from .errors import BulkError
+from .errors import BulkError, JobNotFound, LostLock
 
 __all__ = ["AsyncClient", "AsyncJob", "AsyncQueue", "default_worker_name", "new_jid"]
 
@@ -101,7 +102,7 @@ class AsyncJob:
 
     __slots__ = (
         "client", "data", "dependencies", "dependents", "expires", "failure", "history", "jid",
-        "klass", "priority", "queue", "remaining", "retries", "state", "tags", "tracked",
+        "klass", "lost", "priority", "queue", "remaining", "retries", "state", "tags", "tracked",
         "worker",
     )
 
@@ -132,6 +133,9 @@ class AsyncJob:
         self.failure: sc.Failure | None = raw["failure"] or None
         self.dependents: list[str] = list(raw["dependents"])
         self.dependencies: list[str] = list(raw["dependencies"])
+        #: Set once a heartbeat found the lock lost (this object's :meth:`heartbeat`, or a
+        #: worker's): whoever works on the job should stop; it must not be completed.
+        self.lost = False
 
     def __repr__(self) -> str:
         return f"<Job {self.jid} {self.klass} {self.state} in {self.queue!r}>"
@@ -216,13 +220,18 @@ class AsyncJob:
             When the renewed lock runs out (also in :attr:`expires`).
 
         Raises:
-            LostLock: the lock was lost; the worker must stop working on the job.
-            JobNotFound.
+            LostLock: the lock was lost; the worker must stop working on the job
+                (:attr:`lost` is set).
+            JobNotFound: the job is gone (cancelled); :attr:`lost` is set too.
         """
         text = None if data is _KEEP else _encode(data)
-        expires = await self.client._run(sc.heartbeat(
-            self.client.clock(), self.jid, self._worker(), text,
-        ))
+        try:
+            expires = await self.client._run(sc.heartbeat(
+                self.client.clock(), self.jid, self._worker(), text,
+            ))
+        except (LostLock, JobNotFound):
+            self.lost = True
+            raise
         self.expires = _datetime(expires)
         if data is not _KEEP:
             self.data = data
@@ -364,9 +373,13 @@ class AsyncQueue:
     async def pop(self, count: int = 1) -> list[AsyncJob]:
         """Send ``pop``: lock up to ``count`` jobs for this client's worker: jobs whose lock
         expired first, then scheduled jobs that came due, then waiting jobs by priority and
-        age. Returns fewer (or none) when the queue has fewer."""
-        raw = await self.client._run(sc.pop(self.client.clock(), self.name,
-                                            self.client.worker_name, _count(count)))
+        age. Returns fewer (or none) when the queue has fewer.
+
+        Async callers: one cancelled while the pop is out strands no job; the pop runs to its
+        reply and the jobs it locked are handed back at once with ``retry`` (one retry each, as
+        an expired lock would cost), then the cancellation propagates (``_popguard.py``)."""
+        raw = await AsyncPopGuard.pop(self.client, sc.pop(
+            self.client.clock(), self.name, self.client.worker_name, _count(count)))
         return [AsyncJob(self.client, job) for job in raw]
 
     async def peek(self, count: int = 1) -> list[AsyncJob]:

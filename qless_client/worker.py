@@ -1,0 +1,870 @@
+"""qless workers over ONE Redis connection: several queues, N jobs at once, automatic heartbeats,
+lost locks, retries by policy, reconnect with back-off, graceful stop.
+
+    async def handle(job: AsyncJob) -> None:
+        await send_email(**job.data)
+
+    async with AsyncWorker("redis://127.0.0.1:6379/0", queues=["urgent", "emails"],
+                           concurrency=16) as worker:
+        await worker.run(handle)            # until worker.stop(), SIGTERM or SIGINT
+
+    Worker("redis://127.0.0.1:6379/0", queues=["emails"], concurrency=8).run(handle_sync)
+
+What a handler's outcome does
+-----------------------------
+* It **returns**: the job is completed (``complete``). Returning :class:`Next` completes it
+  into another queue: ``return Next("deliver", delay=30)``. Changes the handler made to
+  ``job.data`` are saved with it.
+* It **raises**: the job is failed (``fail``) with group = the exception's type
+  (``module.QualName``; builtins without ``builtins.``) and message = the traceback. An
+  exception the :class:`RetryPolicy` lists is retried instead (``retry`` with the policy's
+  delay): that uses one of the job's retries, and the script fails the job itself (group
+  ``failed-retries-<queue>``) once none are left.
+* It **settled the job itself** (``await job.complete(next=...)``, ``job.fail(...)``,
+  ``job.retry(...)``): the worker leaves the job alone.
+
+Locks and heartbeats
+--------------------
+A popped job is locked for the queue's lock length (config ``heartbeat-<queue>``, else
+``heartbeat``, 60 s by default); the pop answers the expiry. One heartbeat task renews every
+held job's lock when half of what is left has passed (a 1 s lock: every 0.5 s), for as long as
+its handler runs. When a heartbeat is refused (``LostLock``: the lock expired, or another client
+moved, failed, cancelled or re-popped the job; ``JobNotFound``: it was cancelled), the job is
+*lost*: ``job.lost`` is set, an async handler is cancelled (a sync one, in its thread, cannot be:
+it should look at ``job.lost``), and nothing is reported for it; the worker never completes,
+fails or retries a job it knows it lost. ``complete`` and ``retry`` are refused by the script
+for a lock that is not ours; ``fail`` is not (any state can fail), so the worker heartbeats
+first and fails only if that was accepted.
+
+Popping
+-------
+One *pump* task pops whenever handler slots are free, as many jobs as there are free slots,
+with the count in one ``pop`` per queue. ``mode="ordered"`` asks the queues in the order given,
+each for what the ones before did not fill (a later queue only gets work while the earlier ones
+are empty). ``mode="round-robin"`` starts each round at the queue after the one that last gave a
+job, and splits the free slots evenly over the queues left, passing what one queue could not
+fill on to the next. With queues A (5 jobs), B (2), C (3) and one slot, ordered C, B, A pops
+C C C B B A A A A A and round-robin pops C B A C B A C A A A. When a round finds fewer jobs than
+slots, the pump waits ``idle_wait`` seconds (qless has no blocking pop) before it asks again.
+
+Pops are guarded (``_popguard.py``): a pop in flight runs to its reply even if the worker is
+cancelled, and jobs that cannot be handled any more are handed back with ``retry``. A graceful
+stop sends no new pop, lets every popped job's handler finish and report (up to
+``shutdown_timeout``), then cancels what is left and hands those jobs back (``retry``: one retry
+each, the same as their locks running out, without the wait).
+
+Connection
+----------
+One :class:`~qless_client.AsyncClient` carries everything: pops, heartbeats, reports, and (in
+:class:`Worker`) the calls that handler threads make on their jobs. Redis keeps no state per
+connection that qless needs, so when the server goes away the next call opens a new connection
+(and reloads the script after a restart); the pump waits with jittered exponential back-off
+(``backoff``) between failed pops, and reports are retried until the job's lock runs out.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import signal
+import threading
+import traceback
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from types import TracebackType
+from typing import Any, Literal, TypeVar
+
+import anyio
+import anyio.abc
+import anyio.from_thread
+import anyio.lowlevel
+import anyio.to_thread
+
+from jobwire._backoff import Backoff
+from jobwire._url import AddressLike
+from jobwire.errors import JobwireError, LocalProtocolError
+
+from . import _scripts as sc
+from ._client_async import AsyncClient, AsyncJob, _encode, _name, _seconds
+from ._client_sync import Client, Job
+from ._popguard import AsyncPopGuard, give_back
+from .errors import JobNotFound, LostLock, ScriptError, WrongQueue
+
+__all__ = ["AsyncWorker", "Next", "RetryPolicy", "Worker", "WorkerStats"]
+
+log = logging.getLogger("qless_client.worker")
+
+T = TypeVar("T")
+AsyncHandler = Callable[[AsyncJob], Awaitable[object]]
+SyncHandler = Callable[[Job], object]
+Mode = Literal["ordered", "round-robin"]
+#: The script's refusals that mean "this job is not ours any more".
+_NOT_OURS = (LostLock, JobNotFound, WrongQueue)
+#: Longest wait for a hand-back (``retry``) when handlers are cancelled.
+GIVE_BACK_TIMEOUT = 10.0
+
+
+@dataclass
+class WorkerStats:
+    """Counters a worker keeps (read them any time; they only grow, but ``in_flight``)."""
+
+    popped: int = 0
+    completed: int = 0  #: ``complete`` accepted (into a next queue too)
+    failed: int = 0  #: jobs failed: handlers that raised, and retries the script refused
+    retried: int = 0  #: ``retry`` accepted: by policy, or a job handed back at shutdown
+    lost: int = 0  #: jobs whose lock was lost: nothing was (or could be) reported for them
+    heartbeats: int = 0  #: heartbeats accepted
+    reconnects: int = 0  #: pops that failed on the connection, each followed by a back-off
+    in_flight: int = 0  #: jobs popped and not yet settled
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Which handler exceptions retry the job instead of failing it, and after what delay.
+
+    A job whose handler raised one of ``retry_on`` is sent ``retry`` with ``delay(attempt)``
+    seconds: ``base_delay * 2 ** (attempt - 1)``, at most ``max_delay``, where ``attempt``
+    counts this job's tries (1 for the first; from the job's ``retries - remaining``). Each
+    retry uses one of the job's retries (``put(..., retries=...)``, 5 by default); once none
+    are left the script fails the job (group ``failed-retries-<queue>``). Any other exception
+    fails the job.
+    """
+
+    retry_on: tuple[type[BaseException], ...] = ()
+    base_delay: float = 1.0
+    max_delay: float = 60.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.retry_on, tuple) or not all(
+            isinstance(t, type) and issubclass(t, BaseException) for t in self.retry_on
+        ):
+            raise TypeError("retry_on is a tuple of exception types")
+        _seconds(self.base_delay, "base_delay")
+        _seconds(self.max_delay, "max_delay")
+
+    def retries(self, error: BaseException) -> bool:
+        """Whether ``error`` retries the job (rather than failing it)."""
+        return isinstance(error, self.retry_on)
+
+    def delay(self, attempt: int) -> float:
+        """Seconds before the job runs again after its ``attempt``-th try raised."""
+        try:
+            return float(min(self.max_delay, self.base_delay * 2.0 ** max(attempt - 1, 0)))
+        except OverflowError:
+            return float(self.max_delay)
+
+
+@dataclass(frozen=True)
+class Next:
+    """A handler's return value that completes the job into ``queue`` (``complete ... next``):
+    after ``delay`` seconds, or once the jobs ``depends`` names are complete (not both).
+
+    Raises:
+        LocalProtocolError, TypeError: a bad queue name, delay or depends (at construction,
+            so in the handler: the job then fails with that error).
+    """
+
+    queue: str
+    delay: float = 0.0
+    depends: Sequence[str] = ()
+
+    def __post_init__(self) -> None:
+        _name(self.queue, "next queue")
+        _seconds(self.delay, "delay")
+        if isinstance(self.depends, str):
+            raise TypeError("depends is a sequence of jids, not a str")
+        for jid in self.depends:
+            _name(jid, "depends jid")
+        if self.delay and self.depends:
+            raise LocalProtocolError("Next takes delay or depends, not both")
+
+
+def failure_group(error: BaseException) -> str:
+    """The failure group of a handler's exception: ``module.QualName`` (``ValueError`` for a
+    builtin)."""
+    kind = type(error)
+    if kind.__module__ == "builtins":
+        return kind.__qualname__
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def failure_message(error: BaseException) -> str:
+    """The failure message of a handler's exception: its traceback, as Python prints it."""
+    return "".join(traceback.format_exception(type(error), error, error.__traceback__))
+
+
+class _Held:
+    """A job the worker holds: popped, handled, not yet settled."""
+
+    __slots__ = ("beating", "done", "due", "expires", "finished", "job", "scope")
+
+    def __init__(self, job: AsyncJob | Job, expires: float, due: float) -> None:
+        self.job = job
+        #: When the lock runs out, on the client's clock (UTC seconds).
+        self.expires = expires
+        #: When to heartbeat next (anyio.current_time()).
+        self.due = due
+        self.beating = False
+        #: The handler is done: no more heartbeats (the report settles the lock).
+        self.finished = False
+        #: Settled: no longer counted as held.
+        self.done = False
+        self.scope: anyio.CancelScope | None = None
+
+
+def _validate_queues(queues: Sequence[str]) -> list[str]:
+    if isinstance(queues, str) or not isinstance(queues, Sequence):
+        raise TypeError("queues is a sequence of queue names, not "
+                        f"{type(queues).__name__}")
+    names = [_name(q, "queue name") for q in queues]
+    if not names:
+        raise ValueError("a worker needs at least one queue")
+    if len(set(names)) != len(names):
+        raise LocalProtocolError(f"a queue is listed twice: {names}")
+    return names
+
+
+class AsyncWorker:
+    """Run an async handler on jobs popped from ``queues``, up to ``concurrency`` at once, on
+    one connection (anyio: asyncio or trio). The module docstring says what happens when.
+
+    Args:
+        target: an :class:`AsyncClient` (used as is, its worker name too; not closed), or the
+            Redis server in any form it takes (``redis://host:port/db``, ``unix://...``,
+            ``"host:port"``, ``("host", port)``...).
+        port: the port, when ``target`` is a bare host.
+        queues: the queues to pop from, in order.
+        mode: ``"ordered"`` (earlier queues first) or ``"round-robin"``.
+        concurrency: most jobs handled at once; also the most jobs one round of pops asks for.
+        idle_wait: seconds between rounds of pops when the queues had fewer jobs than free
+            slots.
+        retry: which exceptions retry the job, with what delay (default: none; every exception
+            fails the job).
+        handler_timeout: hard limit per handler, in seconds; over it the handler is cancelled
+            and ``TimeoutError`` is its outcome (failed, or retried if the policy says so).
+        shutdown_timeout: on stop, how long running handlers may finish before they are
+            cancelled and their jobs handed back.
+        backoff: delays between failed pops (jittered exponential; default 0.1 s up to 5 s).
+        worker_name: who pops (default ``<hostname>-<pid>``); not with an AsyncClient.
+        redis_options: further keyword arguments for the client's connection (``db``,
+            ``password``, ``timeout``, ``ssl``...); not with an AsyncClient.
+
+    Raises:
+        TypeError, ValueError, InvalidAddress, LocalProtocolError: bad arguments (nothing is
+            sent).
+    """
+
+    def __init__(
+        self,
+        target: AsyncClient | AddressLike = "127.0.0.1",
+        port: int | None = None,
+        *,
+        queues: Sequence[str],
+        mode: Mode = "ordered",
+        concurrency: int = 1,
+        idle_wait: float = 1.0,
+        retry: RetryPolicy | None = None,
+        handler_timeout: float | None = None,
+        shutdown_timeout: float = 30.0,
+        backoff: Backoff | None = None,
+        worker_name: str | None = None,
+        **redis_options: Any,
+    ) -> None:
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int):
+            raise TypeError(f"concurrency is an int, not {type(concurrency).__name__}")
+        if concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        if mode not in ("ordered", "round-robin"):
+            raise ValueError(f"mode is 'ordered' or 'round-robin', not {mode!r}")
+        self.queues = _validate_queues(queues)
+        self.mode: Mode = mode
+        self.concurrency = concurrency
+        self.idle_wait = _seconds(idle_wait, "idle_wait")
+        self.retry = retry or RetryPolicy()
+        self.handler_timeout = (
+            None if handler_timeout is None else _seconds(handler_timeout, "handler_timeout")
+        )
+        self.shutdown_timeout = _seconds(shutdown_timeout, "shutdown_timeout")
+        self.backoff = backoff or Backoff(base=0.1, cap=5.0)
+        self.stats = WorkerStats()
+        if isinstance(target, AsyncClient):
+            if port is not None or worker_name is not None or redis_options:
+                raise TypeError("port, worker_name and Redis options go with an address, "
+                                "not with an AsyncClient")
+            self._given: AsyncClient | None = target
+            self.worker_name = target.worker_name
+        else:
+            if isinstance(target, Client):
+                raise TypeError("AsyncWorker takes an AsyncClient or an address, not a Client")
+            # Built now so that a bad address raises here; opened (and closed) by run().
+            self._given = None
+            self._address: tuple[Any, ...] = (target, port)
+            self._options = {"worker_name": worker_name, **redis_options}
+            self.worker_name = AsyncClient(target, port, **self._options).worker_name
+        #: Makes the job object handlers get (the sync Worker makes thread-side ``Job``s).
+        self._make_job: Callable[[AsyncClient, sc.JobData], AsyncJob | Job] = AsyncJob
+        #: Cancel an async handler whose lock is lost (a thread cannot be: it is only told).
+        self._cancel_lost = True
+        self._client: AsyncClient | None = None
+        self._handler: Callable[[Any], Awaitable[object]] | None = None
+        self._stopping = False
+        self._running = False
+        self._stop_event: anyio.Event | None = None
+        self._wake = anyio.Event()
+        self._beat_wake = anyio.Event()
+        self._handlers_tg: anyio.abc.TaskGroup | None = None
+        self._held: dict[str, _Held] = {}
+        self._ready: deque[_Held] = deque()
+        self._idle: list[anyio.Event] = []
+        self._next_queue = 0  # round-robin: where the next round starts
+
+    async def __aenter__(self) -> AsyncWorker:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- control -------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop popping; :meth:`run` then lets running handlers finish and report (up to
+        ``shutdown_timeout``), hands back what is left and returns. Safe to call from a
+        handler, another task, or a signal handler in the event loop's thread; before
+        :meth:`run`, it makes the next run return at once."""
+        self._stopping = True
+        self._wake.set()
+        if self._stop_event is not None:
+            self._stop_event.set()
+
+    async def run(self, handler: AsyncHandler, *, handle_signals: bool | None = None) -> None:
+        """Pop and handle jobs until :meth:`stop` (or SIGTERM/SIGINT when ``handle_signals``;
+        by default only in the main thread). Connection failures never end it: pops wait with
+        back-off and the next call reconnects.
+
+        Raises:
+            RuntimeError: the worker is already running.
+        """
+        if self._running:
+            raise RuntimeError("this worker is already running")
+        if handle_signals is None:
+            handle_signals = threading.current_thread() is threading.main_thread()
+        self._running = True
+        self._handler = handler
+        self._stop_event = anyio.Event()
+        if self._stopping:
+            self._stop_event.set()
+        client = self._given or AsyncClient(*self._address, **self._options)
+        self._client = client
+        try:
+            async with anyio.create_task_group() as outer:
+                if handle_signals:
+                    outer.start_soon(self._watch_signals)
+                # Handlers live in a task group of their own, hosted by a task, so that a
+                # shutdown can cancel them while heartbeats and hand-backs still run.
+                self._handlers_tg = await outer.start(self._host_handlers)
+                for _ in range(self.concurrency):
+                    self._handlers_tg.start_soon(self._slot)
+                outer.start_soon(self._heartbeater)
+                log.info("worker %s: popping %s (%s), %d at once", self.worker_name,
+                         ", ".join(self.queues), self.mode, self.concurrency)
+                await self._pump()
+                await self._wait_handlers()
+                outer.cancel_scope.cancel()
+        finally:
+            # Cancelled from outside: popped jobs no handler started go back at once.
+            leftover = list(self._ready)
+            self._ready.clear()
+            if leftover:
+                with anyio.move_on_after(GIVE_BACK_TIMEOUT, shield=True):
+                    await self._give_back_many(leftover)
+            self._handlers_tg = None
+            self._client = None
+            self._running = False
+            self._stopping = False
+            if self._given is None:
+                with anyio.CancelScope(shield=True):
+                    await client.aclose()
+            log.info("worker %s: stopped (%s)", self.worker_name, self.stats)
+
+    @staticmethod
+    async def _host_handlers(*, task_status: anyio.abc.TaskStatus[anyio.abc.TaskGroup]) -> None:
+        async with anyio.create_task_group() as tg:
+            task_status.started(tg)
+            await anyio.sleep_forever()
+
+    async def _watch_signals(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                log.info("signal %s: stopping after the running jobs", signum)
+                self.stop()
+
+    # -- popping -------------------------------------------------------------------------------
+
+    async def _pump(self) -> None:
+        assert self._client is not None and self._stop_event is not None
+        client = self._client
+        while not self._stopping:
+            # A fresh event before looking at the slots: a handler finishing from here on
+            # wakes this loop.
+            wake = self._wake = anyio.Event()
+            free = self.concurrency - len(self._held)
+            if free <= 0:
+                await wake.wait()
+                continue
+            try:
+                got = await self._pop_round(client, free)
+            except JobwireError as exc:  # connection lost or refused, LOADING, BUSY...
+                self.stats.reconnects += 1
+                delay = self.backoff.next_delay()
+                log.warning("pop failed (%s); trying again in %.2f s", exc, delay)
+                with anyio.move_on_after(delay):
+                    await self._stop_event.wait()
+                continue
+            self.backoff.reset()
+            if got < free and not self._stopping:
+                with anyio.move_on_after(self.idle_wait):
+                    await self._stop_event.wait()
+
+    async def _pop_round(self, client: AsyncClient, free: int) -> int:
+        """Pop up to ``free`` jobs (see the module docstring for the order); hand each to a
+        slot as it arrives. Returns how many came."""
+        got = 0
+        count = len(self.queues)
+        if self.mode == "ordered":
+            for queue in self.queues:
+                got += await self._pop(client, queue, free - got)
+                if got >= free:
+                    break
+            return got
+        start = self._next_queue
+        for i in range(count):
+            need = free - got
+            if need <= 0:
+                break
+            index = (start + i) % count
+            n = await self._pop(client, self.queues[index], -(-need // (count - i)))
+            if n:
+                self._next_queue = (index + 1) % count
+            got += n
+        return got
+
+    async def _pop(self, client: AsyncClient, queue: str, count: int) -> int:
+        jobs = await AsyncPopGuard.pop(
+            client, sc.pop(client.clock(), queue, client.worker_name, count)
+        )
+        for raw in jobs:
+            self._take(client, raw)
+        return len(jobs)
+
+    def _take(self, client: AsyncClient, raw: sc.JobData) -> None:
+        job = self._make_job(client, raw)
+        old = self._held.get(job.jid)
+        if old is not None:  # our own job, popped again after its lock ran out
+            self._lose(old, "popped again after its lock ran out")
+        left = max(0.0, raw["expires"] - client.clock())
+        held = _Held(job, raw["expires"], anyio.current_time() + left / 2)
+        self._held[job.jid] = held
+        self.stats.popped += 1
+        self.stats.in_flight += 1
+        self._ready.append(held)
+        if self._idle:
+            self._idle.pop().set()
+        self._beat_wake.set()
+
+    # -- handling ------------------------------------------------------------------------------
+
+    async def _slot(self) -> None:
+        """One of ``concurrency`` long-lived handler tasks: cheaper than a task per job."""
+        ready = self._ready
+        while True:
+            if ready:
+                await self._handle(ready.popleft())
+            else:
+                woken = anyio.Event()
+                self._idle.append(woken)
+                try:
+                    await woken.wait()
+                finally:
+                    if not woken.is_set():
+                        self._idle.remove(woken)
+
+    async def _handle(self, held: _Held) -> None:
+        try:
+            result, error, lost = await self._call_handler(held)
+        except anyio.get_cancelled_exc_class():
+            # Shutdown deadline, or run() cancelled: the job goes back to its queue.
+            held.finished = True
+            try:
+                if not held.job.lost and held.job.state == "running":
+                    log.warning("job %s: handler cancelled; handing the job back",
+                                held.job.jid)
+                    with anyio.move_on_after(GIVE_BACK_TIMEOUT, shield=True):
+                        await self._give_back(held)
+            finally:
+                self._done(held)
+            raise
+        held.finished = True
+        try:
+            # The report is not cut short by a shutdown: it ends by the lock's expiry.
+            with anyio.CancelScope(shield=True):
+                await self._settle(held, result, error, lost)
+        finally:
+            self._done(held)
+
+    async def _call_handler(self, held: _Held) -> tuple[object, BaseException | None, bool]:
+        """Run the handler: ``(result, exception, lost)``; ``lost`` when a lost lock cancelled
+        it. A cancellation from outside propagates."""
+        assert self._handler is not None
+        job = held.job
+        with anyio.CancelScope() as scope:
+            held.scope = scope
+            if job.lost:
+                scope.cancel()
+            try:
+                if self.handler_timeout is None:
+                    return await self._handler(job), None, False
+                with anyio.fail_after(self.handler_timeout):
+                    return await self._handler(job), None, False
+            except Exception as exc:  # the handler's failure is the job's outcome
+                return None, exc, False
+            finally:
+                held.scope = None
+        return None, None, True
+
+    async def _settle(
+        self, held: _Held, result: object, error: BaseException | None, lost: bool
+    ) -> None:
+        job = held.job
+        if lost or job.lost:
+            return  # counted and logged when the loss was found; nothing may be sent
+        if job.state != "running":  # the handler completed, failed or retried it itself
+            if error is not None:
+                log.warning("job %s: handler raised after settling the job itself", job.jid,
+                            exc_info=error)
+            return
+        if error is None:
+            await self._complete(held, result)
+        elif self.retry.retries(error):
+            log.warning("job %s: handler raised %s; retrying", job.jid,
+                        failure_group(error), exc_info=error)
+            attempt = job.retries - job.remaining + 1
+            await self._retry(held, self.retry.delay(attempt))
+        else:
+            log.error("job %s: handler failed", job.jid, exc_info=error)
+            await self._fail(held, error)
+
+    def _done(self, held: _Held) -> None:
+        held.finished = True
+        if held.done:
+            return
+        held.done = True
+        if self._held.get(held.job.jid) is held:
+            del self._held[held.job.jid]
+        self.stats.in_flight -= 1
+        self._wake.set()
+
+    # -- reports -------------------------------------------------------------------------------
+
+    async def _send(
+        self, held: _Held, what: str, build: Callable[[float], sc.ScriptCall[T]]
+    ) -> T | None:
+        """Send ``build(now)`` for ``held`` until it is answered: its reply, or None when the
+        job turned out not to be ours (counted as lost) or the lock ran out while the
+        connection was down. Sent again, with a fresh ``now``, after connection failures."""
+        assert self._client is not None
+        client = self._client
+        backoff = Backoff(base=0.05, cap=1.0)
+        while True:
+            try:
+                return await client._run(build(client.clock()))
+            except _NOT_OURS as exc:
+                self._lose(held, f"{what} refused: {exc.detail or exc}")
+                return None
+            except ScriptError as exc:  # a bug: the call was malformed
+                log.error("job %s: %s refused: %s", held.job.jid, what, exc)
+                return None
+            except JobwireError as exc:  # the connection, or a passing LOADING/BUSY
+                left = held.expires - client.clock()
+                if left <= 0:
+                    self._lose(held, f"{what} not sent before the lock ran out ({exc})")
+                    return None
+                delay = min(backoff.next_delay(), left)
+                log.info("job %s: %s failed (%s); trying again in %.2f s", held.job.jid, what,
+                         exc, delay)
+                await anyio.sleep(delay)
+
+    async def _complete(self, held: _Held, result: object) -> None:
+        job = held.job
+        queue = job.queue or ""
+        try:
+            data = _encode(job.data)
+        except LocalProtocolError as exc:
+            await self._fail(held, exc)
+            return
+        nxt = result if isinstance(result, Next) else None
+
+        def build(now: float) -> sc.ScriptCall[str]:
+            if nxt is None:
+                return sc.complete(now, job.jid, job.worker, queue, data)
+            return sc.complete(now, job.jid, job.worker, queue, data, next=nxt.queue,
+                               delay=nxt.delay, depends=list(nxt.depends) or None)
+
+        state = await self._send(held, "complete", build)
+        if state is not None:
+            job.state, job.queue = state, (nxt.queue if nxt is not None else None)
+            self.stats.completed += 1
+
+    async def _retry(self, held: _Held, delay: float) -> None:
+        job = held.job
+        queue = job.queue or ""
+        left = await self._send(
+            held, "retry", lambda now: sc.retry(now, job.jid, queue, job.worker, delay)
+        )
+        if left is None:
+            return
+        job.remaining = left
+        if left < 0:
+            job.state = "failed"
+            self.stats.failed += 1
+            log.error("job %s: no retries left; the script failed it (failed-retries-%s)",
+                      job.jid, queue)
+        else:
+            job.state = "scheduled" if delay else "waiting"
+            self.stats.retried += 1
+
+    async def _fail(self, held: _Held, error: BaseException) -> None:
+        job = held.job
+        # The script fails a job from any state for anyone: renew the lock first, so that a
+        # job another worker holds by now is never failed from here.
+        if await self._heartbeat_once(held) is None:
+            return
+        group, message = failure_group(error), failure_message(error)
+        if await self._send(
+            held, "fail", lambda now: sc.fail(now, job.jid, job.worker, group, message)
+        ) is not None:
+            job.state = "failed"
+            self.stats.failed += 1
+
+    async def _heartbeat_once(self, held: _Held) -> float | None:
+        job = held.job
+        expires = await self._send(
+            held, "heartbeat", lambda now: sc.heartbeat(now, job.jid, job.worker)
+        )
+        if expires is not None:
+            held.expires = expires
+            job.expires = datetime.fromtimestamp(expires, timezone.utc)
+            self.stats.heartbeats += 1
+        return expires
+
+    async def _give_back(self, held: _Held) -> None:
+        """Hand a popped job back to its queue now (``retry``, no delay)."""
+        await self._retry(held, 0)
+
+    async def _give_back_many(self, helds: list[_Held]) -> None:
+        client = self._client or self._given
+        if client is not None:
+            jobs = [{"jid": h.job.jid, "queue": h.job.queue or "", "worker": h.job.worker}
+                    for h in helds if not h.job.lost]
+            self.stats.retried += await give_back(client, jobs)
+        for held in helds:
+            self._done(held)
+
+    def _lose(self, held: _Held, why: str) -> None:
+        job = held.job
+        if job.lost:
+            return
+        job.lost = True
+        self.stats.lost += 1
+        if held.scope is not None and self._cancel_lost:
+            held.scope.cancel()
+            log.warning("job %s: lock lost (%s); handler cancelled", job.jid, why)
+        elif held.scope is not None:
+            log.warning("job %s: lock lost (%s); the handler's result will be dropped "
+                        "(job.lost is set)", job.jid, why)
+        else:
+            log.warning("job %s: lock lost (%s)", job.jid, why)
+
+    # -- heartbeats ----------------------------------------------------------------------------
+
+    async def _heartbeater(self) -> None:
+        """Renew the lock of every held job at half of what is left of it. One task for all;
+        each heartbeat runs in a task of its own, so a slow reply delays no other job's."""
+        async with anyio.create_task_group() as tg:
+            while True:
+                wake = self._beat_wake = anyio.Event()
+                now = anyio.current_time()
+                soonest = math.inf
+                for held in list(self._held.values()):
+                    if held.finished or held.beating or held.job.lost:
+                        continue
+                    if held.due <= now:
+                        held.beating = True
+                        tg.start_soon(self._beat, held)
+                    else:
+                        soonest = min(soonest, held.due)
+                with anyio.move_on_after(soonest - now):
+                    await wake.wait()
+
+    async def _beat(self, held: _Held) -> None:
+        assert self._client is not None
+        client, job = self._client, held.job
+        try:
+            if held.finished:
+                return
+            try:
+                expires = await client._run(sc.heartbeat(client.clock(), job.jid, job.worker))
+            except _NOT_OURS as exc:
+                if not held.finished:  # once reporting began, the report finds out itself
+                    self._lose(held, f"heartbeat refused: {exc.detail or exc}")
+                return
+            except JobwireError as exc:
+                left = held.expires - client.clock()
+                held.due = anyio.current_time() + max(0.05, min(1.0, left / 4))
+                log.info("job %s: heartbeat failed (%s); %.1f s left on the lock", job.jid, exc,
+                         left)
+                return
+            held.expires = expires
+            job.expires = datetime.fromtimestamp(expires, timezone.utc)
+            held.due = anyio.current_time() + max(0.0, expires - client.clock()) / 2
+            self.stats.heartbeats += 1
+        finally:
+            held.beating = False
+            self._beat_wake.set()
+
+    # -- shutdown ------------------------------------------------------------------------------
+
+    async def _wait_handlers(self) -> None:
+        if not self._held:
+            return
+        log.info("stopping: waiting up to %.1f s for %d job(s)", self.shutdown_timeout,
+                 len(self._held))
+        with anyio.move_on_after(self.shutdown_timeout):
+            await self._until(lambda: not self._held)
+        if self._held and self._handlers_tg is not None:
+            log.warning("stopping: %d job(s) still running after %.1f s; cancelling them",
+                        len(self._held), self.shutdown_timeout)
+            self._handlers_tg.cancel_scope.cancel()  # each hands its job back as it ends
+            leftover = list(self._ready)
+            self._ready.clear()
+            if leftover:
+                await self._give_back_many(leftover)
+            await self._until(lambda: not self._held)
+
+    async def _until(self, condition: Callable[[], bool]) -> None:
+        while True:
+            wake = self._wake = anyio.Event()
+            if condition():
+                return
+            await wake.wait()
+
+
+class _LoopClient(Client):
+    """A :class:`Client` for handler threads: each call runs on the worker's event loop, on its
+    one connection (no connection of its own)."""
+
+    def __init__(self, client: AsyncClient, token: anyio.lowlevel.EventLoopToken) -> None:
+        # Client.__init__ is not called: it would open a connection.
+        self._async = client
+        self._token = token
+        self.worker_name = client.worker_name
+        self.clock = client.clock
+        self._owns = False
+        self._loaded = True
+
+    def __enter__(self) -> _LoopClient:
+        return self
+
+    def close(self) -> None:
+        """Nothing to close: the connection is the worker's."""
+
+    def _run(self, call: sc.ScriptCall[T]) -> T:
+        return anyio.from_thread.run(self._async._run, call, token=self._token)
+
+    def _run_many(self, calls: Sequence[sc.ScriptCall[T]], window: int) -> list[T]:
+        return anyio.from_thread.run(self._async._run_many, calls, window, token=self._token)
+
+
+class Worker:
+    """Run a blocking handler on jobs popped from ``queues``, up to ``concurrency`` at once in
+    threads, over one connection. Same arguments and behaviour as :class:`AsyncWorker`
+    (``target`` is an address here: the connection lives on the worker's own event loop).
+
+        Worker("redis://127.0.0.1:6379/0", queues=["emails"], concurrency=8).run(handle)
+
+    The handler gets a :class:`~qless_client.Job` whose calls (``job.heartbeat()``,
+    ``job.complete(next=...)``...) run on the worker's connection. A thread cannot be
+    cancelled: when the job's lock is lost, ``job.lost`` becomes true and whatever the handler
+    then returns or raises is dropped. Over ``handler_timeout`` or ``shutdown_timeout`` the
+    thread is abandoned (it runs on; its result is ignored) and the job is failed or handed
+    back.
+    """
+
+    def __init__(self, target: AddressLike = "127.0.0.1", port: int | None = None,
+                 **options: Any) -> None:
+        if isinstance(target, (AsyncClient, Client)):
+            raise TypeError("Worker takes an address (its connection lives on its own event "
+                            "loop); AsyncWorker takes an AsyncClient")
+        AsyncWorker(target, port, **options)  # bad arguments raise here, not in run()
+        self._target = target
+        self._port = port
+        self._options = options
+        self._async: AsyncWorker | None = None
+        self._token: anyio.lowlevel.EventLoopToken | None = None
+        self._stop_requested = False
+
+    @property
+    def stats(self) -> WorkerStats:
+        """The counters of the running (or last) run."""
+        return self._async.stats if self._async is not None else WorkerStats()
+
+    def run(self, handler: SyncHandler, *, handle_signals: bool | None = None) -> None:
+        """Block, handling jobs, until :meth:`stop` (from any thread) or SIGTERM/SIGINT (when
+        ``handle_signals``; by default in the main thread)."""
+        try:
+            anyio.run(self._main, handler, handle_signals)
+        finally:
+            self._token = None
+            self._stop_requested = False
+
+    async def _main(self, handler: SyncHandler, handle_signals: bool | None) -> None:
+        worker = AsyncWorker(self._target, self._port, **self._options)
+        worker._cancel_lost = False
+        token = anyio.lowlevel.current_token()
+        loop_clients: dict[int, _LoopClient] = {}
+
+        def make_job(client: AsyncClient, raw: sc.JobData) -> Job:
+            loop_client = loop_clients.get(id(client))
+            if loop_client is None:
+                loop_client = loop_clients[id(client)] = _LoopClient(client, token)
+            return Job(loop_client, raw)
+
+        worker._make_job = make_job
+        limiter = anyio.CapacityLimiter(worker.concurrency)
+
+        async def in_thread(job: Job) -> object:
+            return await anyio.to_thread.run_sync(
+                handler, job, limiter=limiter, abandon_on_cancel=True
+            )
+
+        self._async = worker
+        self._token = token
+        if self._stop_requested:
+            worker.stop()
+        await worker.run(in_thread, handle_signals=handle_signals)  # type: ignore[arg-type]
+
+    def stop(self) -> None:
+        """Ask the worker to stop (from any thread, a handler's included)."""
+        self._stop_requested = True
+        if self._async is None or self._token is None:
+            return
+        try:
+            anyio.from_thread.run_sync(self._async.stop, token=self._token)
+        except RuntimeError:  # called from the event loop's thread itself
+            self._async.stop()
