@@ -1,0 +1,1026 @@
+"""Throughput and client CPU of jobwire's qless clients and workers against the raw RESP round
+trip of the same ``EVALSHA`` on one connection (and qless-py 0.11.4 where it works), side by
+side in one run against a real ``redis-server``.
+
+    scripts/bench qless                   # the full run (about 90 s on 2 cores)
+    scripts/bench qless --quick           # a smoke run with small counts (about 10 s)
+    .venv/bin/python benchmarks/qless.py --scenarios put,worker --clients jobwire-sync,raw
+    .venv/bin/python benchmarks/qless.py --json /tmp/q.json   # default results/qless.json
+
+Scenarios (every job: class ``bench.Noop``, the same small JSON object as data, default
+priority and retries, queue ``bench``):
+
+* ``put``: one ``put`` at a time, each waiting for its jid.
+* ``put_many``: pipelined ``put`` (``put_many``, at most 512 unanswered); the raw socket keeps
+  the same window and refills it the same way (when half of it has been answered).
+* ``pop_complete``: the queue holds N jobs (put untimed); ``pop`` (count 1) then ``complete``,
+  one job at a time.
+* ``worker``: the queue holds N jobs; a worker with a no-op handler on ONE connection, timed
+  from ``run()`` until it returns after its handler saw the N-th job and stopped it (a graceful
+  stop returns once every popped job's ``complete`` is answered: the time until all N are
+  complete). The raw rows pipeline by hand what a worker of that concurrency does: each write
+  carries the ``complete`` of the last batch and the next ``pop <B>``.
+
+Clients: ``jobwire-sync`` (``Client``), ``jobwire-asyncio`` / ``jobwire-trio``
+(``AsyncClient`` on either anyio backend), ``raw`` (a blocking socket writing the very bytes
+jobwire writes for the call, built untimed from the ``qless_client._scripts`` call builders, and
+parsing replies minimally: the floor of what any client can cost), and ``qless-py`` (0.11.4, as
+``qless``). qless-py's ``qless.lua`` writes into the standard ``table`` library, which Redis
+>= 6.2.7 makes read-only, so every call it makes fails here; the row then says so (with the
+error) instead of a number. The raw pop + complete fills each popped jid into a ``complete``
+template (what a minimal client has to do) and sends one ``now`` (taken after the pre-fill)
+for the whole run.
+
+How it measures:
+
+* Every timed run gets its own ``redis-server`` (``--save '' --appendonly no``) on a free
+  127.0.0.1 port, stopped right after (and on any error). A short untimed warm-up run of the
+  same client comes first on that server, then ``FLUSHALL``, then the pre-fill, then the timed
+  run on a fresh connection that has already connected and loaded the script (the sync
+  ``Worker`` opens its own connection inside the timed run).
+* Each client runs ``--repeats`` (3) times, round-robin within a scenario; ops/s is the best
+  run (the median is given too). ``client CPU µs/op`` is this process's CPU time
+  (``time.process_time()``, all threads) over the timed window per operation, the median of
+  the runs: unlike wall time it barely moves when other processes share the machine.
+  ``server CPU µs/op`` is redis-server's, from ``/proc``.
+* Ratios: every jobwire row against its raw row (ops/s: higher is better; CPU: how many times
+  the raw socket's CPU per operation jobwire spends).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import importlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from types import FrameType, ModuleType
+from typing import Any
+
+import anyio
+
+from qless_client import AsyncClient, AsyncJob, AsyncWorker, Client, Job, Worker, new_jid
+from qless_client import _scripts as sc
+from qless_client._resp import encode_command
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_JSON = ROOT / "benchmarks" / "results" / "qless.json"
+
+HOST = "127.0.0.1"
+QUEUE = "bench"
+KLASS = "bench.Noop"
+DATA: dict[str, Any] = {"id": 1, "body": "x" * 40}  #: every job's data (JSON, ~60 bytes)
+DATA_TEXT = json.dumps(DATA, separators=(",", ":"))  #: as jobwire encodes it
+WORKER = "bench-worker"  #: the worker name of every client (jobwire and raw)
+WINDOW = 512  #: put_many's default window; the raw pipeline keeps the same
+READ_SIZE = 65536
+JID_RE = re.compile(rb'"jid":"([^"]+)"')
+
+
+# -- redis-server ------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    """Linux: the server gets SIGTERM if this process dies without cleaning up (SIGKILL)."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def redis_binary() -> str:
+    found = shutil.which("redis-server")
+    for candidate in (found, "/usr/bin/redis-server", "/usr/sbin/redis-server"):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    raise SystemExit("redis-server is not installed (apt-get install -y redis-server)")
+
+
+@dataclass
+class RedisServer:
+    proc: subprocess.Popen[bytes]
+    port: int
+    folder: str
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time (user + system) the server has used so far, or None off Linux."""
+        try:
+            with open(f"/proc/{self.proc.pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def start_redis() -> RedisServer:
+    """A ``redis-server`` without persistence on a free loopback port, answering ``PING``."""
+    port = free_port()
+    folder = tempfile.mkdtemp(prefix="jobwire-bench-redis-")
+    # preexec_fn is only safe while this process has a single thread.
+    single = sys.platform == "linux" and threading.active_count() == 1
+    proc = subprocess.Popen(
+        [redis_binary(), "--bind", HOST, "--port", str(port), "--save", "", "--appendonly", "no",
+         "--dir", folder, "--logfile", ""],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        preexec_fn=_die_with_parent if single else None,
+    )
+    server = RedisServer(proc, port, folder)
+    deadline = time.monotonic() + 15
+    while True:
+        if proc.poll() is not None:
+            err = proc.stderr.read() if proc.stderr else b""
+            server.stop()
+            raise RuntimeError(f"redis-server exited with {proc.returncode}: {err!r}")
+        try:
+            raw = Raw(port)
+        except OSError:
+            if time.monotonic() > deadline:
+                server.stop()
+                raise RuntimeError(f"redis-server did not listen on {HOST}:{port}") from None
+            time.sleep(0.01)
+            continue
+        try:
+            if raw.call(b"*1\r\n$4\r\nPING\r\n") == b"PONG":
+                return server
+        finally:
+            raw.close()
+
+
+@contextlib.contextmanager
+def running() -> Iterator[RedisServer]:
+    server = start_redis()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def redis_version() -> str:
+    try:
+        out = subprocess.run([redis_binary(), "--version"], capture_output=True, text=True,
+                             timeout=5).stdout
+    except (OSError, subprocess.SubprocessError, SystemExit):
+        return "?"
+    found = re.search(r"v=(\S+)", out)
+    return found.group(1) if found else "?"
+
+
+# -- the raw socket: the floor ---------------------------------------------------------------
+
+
+class Raw:
+    """A blocking socket speaking just enough RESP2 to measure: bytes are written as given,
+    replies parsed minimally (simple strings, integers, bulk strings; an error raises)."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection((HOST, port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = bytearray()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def _fill(self) -> None:
+        data = self.sock.recv(READ_SIZE)
+        if not data:
+            raise ConnectionError("redis-server closed the connection")
+        self.buf += data
+
+    def reply(self) -> bytes | int | None:
+        buf = self.buf
+        while True:
+            i = buf.find(b"\r\n")
+            if i >= 0:
+                kind = buf[0]
+                if kind == 0x24:  # $: a bulk string
+                    size = int(buf[1:i])
+                    if size < 0:
+                        del buf[: i + 2]
+                        return None
+                    end = i + 2 + size
+                    if len(buf) >= end + 2:
+                        value = bytes(buf[i + 2 : end])
+                        del buf[: end + 2]
+                        return value
+                else:
+                    line = bytes(buf[1:i])
+                    del buf[: i + 2]
+                    if kind == 0x2D:  # -: an error
+                        raise RuntimeError(f"redis-server answered -{line.decode()}")
+                    return int(line) if kind == 0x3A else line
+            self._fill()
+
+    def call(self, data: bytes) -> bytes | int | None:
+        self.sock.sendall(data)
+        return self.reply()
+
+    def load_script(self) -> None:
+        if self.call(encode_command(["SCRIPT", "LOAD", sc.SOURCE])) != sc.SHA.encode():
+            raise RuntimeError("SCRIPT LOAD answered another SHA")
+
+    def pipelined(self, commands: Sequence[bytes], window: int) -> None:
+        """Send ``commands`` with at most ``window`` unanswered, refilling the window once
+        half of it has been answered (as jobwire's pipeline does); read every reply."""
+        n = len(commands)
+        sent = answered = 0
+        while answered < n:
+            if sent < n and sent - answered <= window // 2:
+                batch = min(window - (sent - answered), n - sent)
+                self.sock.sendall(b"".join(commands[sent : sent + batch]))
+                sent += batch
+            self.reply()
+            answered += 1
+
+
+def evalsha(call: sc.ScriptCall[Any]) -> bytes:
+    """The bytes of ``call``: what jobwire's ``evalsha`` writes for it."""
+    return encode_command(["EVALSHA", sc.SHA, len(call.keys), *call.keys, *call.args])
+
+
+def put_commands(n: int) -> list[bytes]:
+    now = time.time()
+    return [evalsha(sc.put(now, QUEUE, new_jid(), KLASS, DATA_TEXT)) for _ in range(n)]
+
+
+def pop_command(now: float, count: int) -> bytes:
+    return evalsha(sc.pop(now, QUEUE, WORKER, count))
+
+
+def complete_template(now: float) -> list[bytes]:
+    """``complete`` of a job by WORKER, split where its (32-character) jid goes:
+    ``jid.join(parts)`` is the command."""
+    mark = "J" * 32
+    return evalsha(sc.complete(now, mark, WORKER, QUEUE, DATA_TEXT)).split(mark.encode())
+
+
+def flushall(port: int) -> None:
+    raw = Raw(port)
+    try:
+        if raw.call(b"*1\r\n$8\r\nFLUSHALL\r\n") != b"OK":
+            raise RuntimeError("FLUSHALL failed")
+    finally:
+        raw.close()
+
+
+def prefill(port: int, n: int) -> None:
+    """Put ``n`` jobs into QUEUE with jobwire's pipelined put (untimed)."""
+    with Client((HOST, port), worker_name=WORKER) as client:
+        client.queue(QUEUE).put_many([(KLASS, DATA)] * n)
+
+
+# -- results ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Sample:
+    """One timed run: ``n`` operations (jobs) in ``seconds``."""
+
+    n: int
+    seconds: float
+    client_cpu: float  #: this process's CPU seconds over the run (all threads)
+    server_cpu: float | None  #: redis-server's CPU seconds over the run
+    extra: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ops(self) -> float:
+        return self.n / self.seconds
+
+    @property
+    def client_us(self) -> float:
+        return self.client_cpu / self.n * 1e6
+
+    @property
+    def server_us(self) -> float | None:
+        return None if self.server_cpu is None else self.server_cpu / self.n * 1e6
+
+    def to_json(self) -> dict[str, Any]:
+        server_us = self.server_us
+        return {
+            "n": self.n,
+            "seconds": round(self.seconds, 6),
+            "ops_per_s": round(self.ops, 1),
+            "client_cpu_us_per_op": round(self.client_us, 2),
+            "server_cpu_us_per_op": None if server_us is None else round(server_us, 2),
+            **self.extra,
+        }
+
+
+class Clock:
+    """Wall time, this process's CPU time and the server's over one timed window."""
+
+    def __init__(self, server: RedisServer) -> None:
+        self.server = server
+        self._wall = self._cpu = self._wall_end = self._cpu_end = 0.0
+        self._srv: float | None = None
+        self._srv_end: float | None = None
+
+    def start(self) -> None:
+        self._srv = self.server.cpu_seconds()
+        self._cpu = time.process_time()
+        self._wall = time.perf_counter()
+
+    def stop(self) -> None:
+        self._wall_end = time.perf_counter()
+        self._cpu_end = time.process_time()
+        self._srv_end = self.server.cpu_seconds()
+
+    def sample(self, n: int, **extra: float) -> Sample:
+        server_cpu = (
+            None if self._srv is None or self._srv_end is None else self._srv_end - self._srv
+        )
+        return Sample(n, self._wall_end - self._wall, self._cpu_end - self._cpu, server_cpu,
+                      dict(extra))
+
+
+def timed(server: RedisServer, n: int, run: Callable[[], object]) -> Sample:
+    clock = Clock(server)
+    clock.start()
+    run()
+    clock.stop()
+    return clock.sample(n)
+
+
+@dataclass
+class Result:
+    """Every timed run of one client in one scenario, or why it could not run."""
+
+    scenario: str
+    client: str
+    label: str
+    n: int
+    samples: list[Sample]
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.samples)
+
+    @property
+    def best(self) -> float:
+        return max(s.ops for s in self.samples)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(s.ops for s in self.samples)
+
+    @property
+    def client_us(self) -> float:
+        """Median client CPU µs per operation over the runs."""
+        return statistics.median(s.client_us for s in self.samples)
+
+    @property
+    def server_us(self) -> float | None:
+        values = [s.server_us for s in self.samples if s.server_us is not None]
+        return statistics.median(values) if values else None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"scenario": self.scenario, "client": self.client,
+                               "label": self.label, "n": self.n}
+        if not self.ok:
+            return {**out, "error": self.error}
+        server_us = self.server_us
+        return {
+            **out,
+            "best_ops_per_s": round(self.best, 1),
+            "median_ops_per_s": round(self.median, 1),
+            "client_cpu_us_per_op": round(self.client_us, 2),
+            "server_cpu_us_per_op": None if server_us is None else round(server_us, 2),
+            "samples": [s.to_json() for s in self.samples],
+        }
+
+
+# -- the measurements: (server, n) -> Sample; connections open before the clock starts --------
+
+MeasureFn = Callable[[RedisServer, int], Sample]
+
+# put, one at a time
+
+
+def put_jobwire_sync(srv: RedisServer, n: int) -> Sample:
+    with Client((HOST, srv.port), worker_name=WORKER) as client:
+        client.config_get("heartbeat")  # connected, script loaded
+        queue = client.queue(QUEUE)
+
+        def run() -> None:
+            for _ in range(n):
+                queue.put(KLASS, DATA)
+
+        return timed(srv, n, run)
+
+
+async def _put_jobwire_async(srv: RedisServer, n: int) -> Sample:
+    async with AsyncClient((HOST, srv.port), worker_name=WORKER) as client:
+        await client.config_get("heartbeat")
+        queue = client.queue(QUEUE)
+        clock = Clock(srv)
+        clock.start()
+        for _ in range(n):
+            await queue.put(KLASS, DATA)
+        clock.stop()
+        return clock.sample(n)
+
+
+def put_raw(srv: RedisServer, n: int) -> Sample:
+    commands = put_commands(n)
+    raw = Raw(srv.port)
+    try:
+        raw.load_script()
+
+        def run() -> None:
+            for command in commands:
+                raw.sock.sendall(command)
+                raw.reply()
+
+        return timed(srv, n, run)
+    finally:
+        raw.close()
+
+
+# put_many (pipelined)
+
+
+def put_many_jobwire_sync(srv: RedisServer, n: int) -> Sample:
+    with Client((HOST, srv.port), worker_name=WORKER) as client:
+        client.config_get("heartbeat")
+        queue = client.queue(QUEUE)
+        jobs = [(KLASS, DATA)] * n
+        return timed(srv, n, lambda: queue.put_many(jobs, window=WINDOW))
+
+
+async def _put_many_jobwire_async(srv: RedisServer, n: int) -> Sample:
+    async with AsyncClient((HOST, srv.port), worker_name=WORKER) as client:
+        await client.config_get("heartbeat")
+        queue = client.queue(QUEUE)
+        jobs = [(KLASS, DATA)] * n
+        clock = Clock(srv)
+        clock.start()
+        await queue.put_many(jobs, window=WINDOW)
+        clock.stop()
+        return clock.sample(n)
+
+
+def put_many_raw(srv: RedisServer, n: int) -> Sample:
+    commands = put_commands(n)
+    raw = Raw(srv.port)
+    try:
+        raw.load_script()
+        return timed(srv, n, lambda: raw.pipelined(commands, WINDOW))
+    finally:
+        raw.close()
+
+
+# pop + complete, one job at a time (the harness pre-fills the queue)
+
+
+def pc_jobwire_sync(srv: RedisServer, n: int) -> Sample:
+    with Client((HOST, srv.port), worker_name=WORKER) as client:
+        client.config_get("heartbeat")
+        queue = client.queue(QUEUE)
+
+        def run() -> None:
+            for _ in range(n):
+                [job] = queue.pop()
+                job.complete()
+
+        return timed(srv, n, run)
+
+
+async def _pc_jobwire_async(srv: RedisServer, n: int) -> Sample:
+    async with AsyncClient((HOST, srv.port), worker_name=WORKER) as client:
+        await client.config_get("heartbeat")
+        queue = client.queue(QUEUE)
+        clock = Clock(srv)
+        clock.start()
+        for _ in range(n):
+            [job] = await queue.pop()
+            await job.complete()
+        clock.stop()
+        return clock.sample(n)
+
+
+def pc_raw(srv: RedisServer, n: int) -> Sample:
+    """``pop 1``, the jid found in the reply filled into the ``complete`` template, sent."""
+    now = time.time()
+    pop, parts = pop_command(now, 1), complete_template(now)
+    raw = Raw(srv.port)
+    try:
+        raw.load_script()
+
+        def run() -> None:
+            for _ in range(n):
+                reply = raw.call(pop)
+                assert isinstance(reply, bytes)
+                found = JID_RE.search(reply)
+                if found is None:
+                    raise RuntimeError(f"pop found no job: {reply[:80]!r}")
+                if raw.call(found.group(1).join(parts)) != b"complete":
+                    raise RuntimeError("complete did not answer 'complete'")
+
+        return timed(srv, n, run)
+    finally:
+        raw.close()
+
+
+def pc_raw_pipelined(batch: int, srv: RedisServer, n: int) -> Sample:
+    """What a worker of concurrency ``batch`` does, by hand: each write carries the
+    ``complete`` of every job of the last ``pop`` and the next ``pop <batch>``."""
+    now = time.time()
+    parts = complete_template(now)
+    pops = {count: pop_command(now, count) for count in range(1, batch + 1)}
+    raw = Raw(srv.port)
+    try:
+        raw.load_script()
+
+        def run() -> None:
+            popped = 0
+            held: list[bytes] = []
+            while True:
+                count = min(batch, n - popped)
+                out = b"".join(jid.join(parts) for jid in held)
+                if count:
+                    out += pops[count]
+                if not out:
+                    return
+                raw.sock.sendall(out)
+                for _ in held:
+                    if raw.reply() != b"complete":
+                        raise RuntimeError("complete did not answer 'complete'")
+                held = []
+                if count:
+                    reply = raw.reply()
+                    assert isinstance(reply, bytes)
+                    held = JID_RE.findall(reply)
+                    if not held:
+                        raise RuntimeError(f"pop found no job after {popped} of {n}")
+                    popped += len(held)
+
+        return timed(srv, n, run)
+    finally:
+        raw.close()
+
+
+# workers, ONE connection each (the harness pre-fills the queue with exactly N jobs)
+
+
+async def _async_worker(concurrency: int, srv: RedisServer, n: int) -> Sample:
+    async with AsyncClient((HOST, srv.port), worker_name=WORKER) as client:
+        await client.config_get("heartbeat")
+        worker = AsyncWorker(client, queues=[QUEUE], concurrency=concurrency)
+        seen = 0
+
+        async def handler(job: AsyncJob) -> None:
+            nonlocal seen
+            seen += 1
+            if seen == n:
+                worker.stop()
+
+        clock = Clock(srv)
+        clock.start()
+        await worker.run(handler, handle_signals=False)
+        clock.stop()
+    if worker.stats.completed != n:
+        raise RuntimeError(f"the worker completed {worker.stats.completed} of {n} jobs")
+    return clock.sample(n)
+
+
+def sync_worker(concurrency: int, srv: RedisServer, n: int) -> Sample:
+    worker = Worker((HOST, srv.port), queues=[QUEUE], concurrency=concurrency,
+                    worker_name=WORKER)
+    lock = threading.Lock()
+    seen = 0
+
+    def handler(job: Job) -> None:
+        nonlocal seen
+        with lock:
+            seen += 1
+            last = seen == n
+        if last:
+            worker.stop()
+
+    sample = timed(srv, n, lambda: worker.run(handler, handle_signals=False))
+    if worker.stats.completed != n:
+        raise RuntimeError(f"the worker completed {worker.stats.completed} of {n} jobs")
+    return sample
+
+
+def on(backend: str, fn: Callable[[RedisServer, int], Any]) -> MeasureFn:
+    """``fn`` (an async measurement) run with ``anyio.run`` on ``backend``."""
+
+    def measure(srv: RedisServer, n: int) -> Sample:
+        result: Sample = anyio.run(fn, srv, n, backend=backend)
+        return result
+
+    return measure
+
+
+# qless-py 0.11.4 (its own key space: every run is on a fresh, flushed server)
+
+_HERE = Path(__file__).resolve().parent
+
+
+def qless_py() -> ModuleType:
+    """Import qless-py's ``qless`` (this file is ``qless.py`` too: its folder, which Python put
+    first on ``sys.path``, is left out while importing)."""
+    module = sys.modules.get("qless")
+    if module is not None and getattr(module, "Client", None) is not None:
+        return module
+    saved = sys.path[:]
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+    try:
+        sys.modules.pop("qless", None)
+        return importlib.import_module("qless")
+    finally:
+        sys.path[:] = saved
+
+
+def put_qless_py(srv: RedisServer, n: int) -> Sample:
+    client = qless_py().Client(f"redis://{HOST}:{srv.port}", hostname=WORKER)
+    queue = client.queues[QUEUE]
+
+    def run() -> None:
+        for _ in range(n):
+            queue.put(KLASS, DATA)
+
+    return timed(srv, n, run)
+
+
+def pc_qless_py(srv: RedisServer, n: int) -> Sample:
+    client = qless_py().Client(f"redis://{HOST}:{srv.port}", hostname=WORKER)
+    queue = client.queues[QUEUE]
+    for _ in range(n):  # its own jobs, put by its own script (untimed)
+        queue.put(KLASS, DATA)
+
+    def run() -> None:
+        for _ in range(n):
+            job = queue.pop()
+            job.complete()
+
+    return timed(srv, n, run)
+
+
+# -- the plan --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One client in one scenario."""
+
+    client: str  #: short key (for --clients and the JSON)
+    label: str
+    measure: MeasureFn
+    n: int
+    prefill: bool = False  #: put n jobs (untimed) before the timed run
+    raw: tuple[str, str] | None = None  #: the (scenario, client) its ratios are taken against
+    may_fail: bool = False  #: a failure is reported in the table, not raised (qless-py)
+
+
+SCENARIOS: dict[str, str] = {
+    "put": "put, one at a time (each waits for its jid)",
+    "put_many": f"pipelined put: put_many, at most {WINDOW} unanswered (raw: the same window)",
+    "pop_complete": "pop (count 1) + complete, one job at a time (queue pre-filled)",
+    "worker": "worker, no-op handler, ONE connection, N pre-put jobs until all complete",
+}
+
+
+def plan(quick: bool) -> dict[str, list[Spec]]:
+    """Counts aim at about one second per timed run on a small 2-core VM; ``quick`` takes a
+    fifth of that."""
+
+    def k(full: int) -> int:
+        return max(full // 5, 200) if quick else full
+
+    put_raw_ = ("put", "raw")
+    pm_raw = ("put_many", "raw")
+    pc_raw_ = ("pop_complete", "raw")
+    return {
+        "put": [
+            Spec("jobwire-sync", "jobwire Client", put_jobwire_sync, k(3_000), raw=put_raw_),
+            Spec("jobwire-asyncio", "jobwire AsyncClient (asyncio)",
+                 on("asyncio", _put_jobwire_async), k(3_000), raw=put_raw_),
+            Spec("jobwire-trio", "jobwire AsyncClient (trio)",
+                 on("trio", _put_jobwire_async), k(3_000), raw=put_raw_),
+            Spec("raw", "raw socket, same EVALSHA", put_raw, k(6_000)),
+            Spec("qless-py", "qless-py 0.11.4", put_qless_py, k(3_000), may_fail=True),
+        ],
+        "put_many": [
+            Spec("jobwire-sync", "jobwire Client.put_many", put_many_jobwire_sync, k(8_000),
+                 raw=pm_raw),
+            Spec("jobwire-asyncio", "jobwire AsyncClient.put_many (asyncio)",
+                 on("asyncio", _put_many_jobwire_async), k(8_000), raw=pm_raw),
+            Spec("jobwire-trio", "jobwire AsyncClient.put_many (trio)",
+                 on("trio", _put_many_jobwire_async), k(8_000), raw=pm_raw),
+            Spec("raw", f"raw socket, pipelined (window {WINDOW})", put_many_raw, k(8_000)),
+        ],
+        "pop_complete": [
+            Spec("jobwire-sync", "jobwire Client", pc_jobwire_sync, k(1_800), True, pc_raw_),
+            Spec("jobwire-asyncio", "jobwire AsyncClient (asyncio)",
+                 on("asyncio", _pc_jobwire_async), k(1_300), True, pc_raw_),
+            Spec("jobwire-trio", "jobwire AsyncClient (trio)",
+                 on("trio", _pc_jobwire_async), k(1_300), True, pc_raw_),
+            Spec("raw", "raw socket, same EVALSHAs", pc_raw, k(2_400), True),
+            Spec("qless-py", "qless-py 0.11.4", pc_qless_py, k(1_000), may_fail=True),
+        ],
+        "worker": [
+            Spec("asyncio-c1", "jobwire AsyncWorker c=1 (asyncio)",
+                 on("asyncio", partial(_async_worker, 1)), k(1_000), True, pc_raw_),
+            Spec("asyncio-c16", "jobwire AsyncWorker c=16 (asyncio)",
+                 on("asyncio", partial(_async_worker, 16)), k(3_000), True,
+                 ("worker", "raw-pipe-16")),
+            Spec("trio-c16", "jobwire AsyncWorker c=16 (trio)",
+                 on("trio", partial(_async_worker, 16)), k(3_000), True,
+                 ("worker", "raw-pipe-16")),
+            Spec("sync-c4", "jobwire Worker c=4 (threads)", partial(sync_worker, 4), k(2_400),
+                 True, ("worker", "raw-pipe-4")),
+            Spec("raw-pipe-4", "raw socket, pop 4 + complete 4 pipelined",
+                 partial(pc_raw_pipelined, 4), k(3_600), True),
+            Spec("raw-pipe-16", "raw socket, pop 16 + complete 16 pipelined",
+                 partial(pc_raw_pipelined, 16), k(4_000), True),
+        ],
+    }
+
+
+# -- the harness -----------------------------------------------------------------------------
+
+
+def first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"
+
+
+class Bench:
+    """Runs a scenario's rows round-robin: timed run 1 of every client, then run 2 of every
+    client, and so on, so that drift on a shared machine spreads over all clients alike."""
+
+    def __init__(self, repeats: int, redis: str) -> None:
+        self.repeats = repeats
+        self.redis = redis  #: the server's version, for failure notes
+        self.results: dict[tuple[str, str], Result] = {}
+
+    @staticmethod
+    def once(spec: Spec) -> Sample:
+        """One timed run on a fresh server, after a short untimed warm-up run and a
+        ``FLUSHALL`` on it."""
+        with running() as srv:
+            warm = max(spec.n // 20, 20)
+            if spec.prefill:
+                prefill(srv.port, warm)
+            spec.measure(srv, warm)
+            flushall(srv.port)
+            if spec.prefill:
+                prefill(srv.port, spec.n)
+            return spec.measure(srv, spec.n)
+
+    def run_scenario(self, scenario: str, specs: Sequence[Spec]) -> list[Result]:
+        samples: dict[str, list[Sample]] = {spec.client: [] for spec in specs}
+        errors: dict[str, str] = {}
+        for _ in range(self.repeats):
+            for spec in specs:
+                if spec.client in errors:
+                    continue
+                try:
+                    samples[spec.client].append(self.once(spec))
+                except ModuleNotFoundError as exc:
+                    if not spec.may_fail:
+                        raise
+                    errors[spec.client] = f"not installed ({exc}; pip install qless-py==0.11.4)"
+                except Exception as exc:
+                    if not spec.may_fail:
+                        raise
+                    errors[spec.client] = f"fails on Redis {self.redis} ({first_line(exc)})"
+        out = []
+        for spec in specs:
+            result = Result(scenario, spec.client, spec.label, spec.n, samples[spec.client],
+                            errors.get(spec.client, ""))
+            self.results[(scenario, spec.client)] = result
+            out.append(result)
+        return out
+
+
+# -- reporting -------------------------------------------------------------------------------
+
+
+def fmt_us(value: float | None) -> str:
+    return "?" if value is None else f"{value:.1f}"
+
+
+@dataclass(frozen=True)
+class Ratio:
+    scenario: str
+    client: str
+    raw: tuple[str, str]
+    ops: float | None  #: jobwire ops/s / raw ops/s (best runs)
+    cpu: float | None  #: jobwire client CPU per op / raw's (medians)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario, "client": self.client, "raw": "/".join(self.raw),
+            "ops_ratio": None if self.ops is None else round(self.ops, 3),
+            "cpu_ratio": None if self.cpu is None else round(self.cpu, 3),
+        }
+
+
+def ratios(plan_: dict[str, list[Spec]], results: dict[tuple[str, str], Result]) -> list[Ratio]:
+    out = []
+    for scenario, specs in plan_.items():
+        for spec in specs:
+            mine = results.get((scenario, spec.client))
+            if spec.raw is None or mine is None or not mine.ok:
+                continue
+            raw = results.get(spec.raw)
+            if raw is None or not raw.ok:
+                out.append(Ratio(scenario, spec.client, spec.raw, None, None))
+                continue
+            out.append(Ratio(scenario, spec.client, spec.raw, mine.best / raw.best,
+                             mine.client_us / raw.client_us))
+    return out
+
+
+def markdown_table(results: Sequence[Result], ratio_of: dict[tuple[str, str], Ratio]) -> str:
+    lines = [
+        "| scenario | client | N | best ops/s | median ops/s | client CPU µs/op "
+        "| server CPU µs/op | ops/s vs raw | CPU vs raw |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for r in results:
+        if not r.ok:
+            what = f"{r.label}: {r.error}"
+            lines.append(f"| {r.scenario} | {what} | {r.n:,} | - | - | - | - | - | - |")
+            continue
+        ratio = ratio_of.get((r.scenario, r.client))
+        ops = cpu = ""
+        if ratio is not None:
+            ops = "?" if ratio.ops is None else f"{ratio.ops:.2f}x"
+            cpu = "?" if ratio.cpu is None else f"{ratio.cpu:.2f}x"
+        lines.append(
+            f"| {r.scenario} | {r.label} | {r.n:,} | {r.best:,.0f} | {r.median:,.0f} "
+            f"| {fmt_us(r.client_us)} | {fmt_us(r.server_us)} | {ops} | {cpu} |"
+        )
+    return "\n".join(lines)
+
+
+def environment() -> dict[str, Any]:
+    def version(dist: str) -> str | None:
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    cpu_model = "?"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    return {
+        "cpu_count": os.cpu_count(),
+        "cpus_usable": usable,
+        "cpu_model": cpu_model,
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "redis_server": redis_version(),
+        "packages": {d: version(d) for d in ("jobwire", "anyio", "trio", "qless-py", "redis",
+                                              "hiredis")},
+        # jobwire speaks RESP itself and never uses hiredis; recorded because qless-py's
+        # redis-py would.
+        "hiredis_importable": importlib.util.find_spec("hiredis") is not None,
+    }
+
+
+# -- main ------------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Benchmark jobwire's qless clients and workers against the raw RESP round "
+        "trip of the same EVALSHA (and qless-py 0.11.4) on a real redis-server: ops/s and "
+        "client CPU µs per operation.")
+    parser.add_argument("--quick", action="store_true",
+                        help="a fifth of the counts and 1 timed run per row: a smoke run")
+    parser.add_argument("--json", "--out", dest="json", type=Path, default=DEFAULT_JSON,
+                        metavar="PATH",
+                        help=f"JSON results file (default {DEFAULT_JSON.relative_to(ROOT)})")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS),
+                        help="comma-separated subset of: " + ", ".join(SCENARIOS))
+    parser.add_argument("--clients", default="",
+                        help="comma-separated client keys to keep, e.g. jobwire-sync,raw "
+                        "(default: all)")
+    parser.add_argument("--repeats", type=int, default=None,
+                        help="timed runs per row (default 3; 1 with --quick)")
+    return parser.parse_args(argv)
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)  # unwinds through the finally blocks that stop servers
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    unknown = [s for s in scenarios if s not in SCENARIOS]
+    if unknown:
+        print(f"unknown scenario(s): {', '.join(unknown)}; choose from {', '.join(SCENARIOS)}",
+              file=sys.stderr)
+        return 2
+    clients = {c.strip() for c in args.clients.split(",") if c.strip()}
+    repeats = args.repeats if args.repeats is not None else (1 if args.quick else 3)
+    if repeats < 1:
+        print("--repeats must be >= 1", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, _terminate)
+
+    wall = time.perf_counter()
+    env = environment()
+    redis = ".".join(env["redis_server"].split(".")[:2])
+    print(f"# qless benchmark{' (quick)' if args.quick else ''}")
+    print(f"{env['cpu_count']} CPUs ({env['cpu_model']}), Python {env['python']}, "
+          f"redis-server {env['redis_server']}, hiredis installed: "
+          f"{env['hiredis_importable']} (not used by jobwire)")
+    print(f"best of {repeats} timed run(s) per row; ops/s = operations (jobs) per second; "
+          "CPU µs/op = median over the runs; each run on a fresh redis-server on 127.0.0.1\n")
+    bench = Bench(repeats, redis)
+    table = plan(args.quick)
+    chosen = {s: [spec for spec in table[s] if not clients or spec.client in clients]
+              for s in scenarios}
+    order: list[Result] = []
+    for scenario, specs in chosen.items():
+        print(f"## {scenario}: {SCENARIOS[scenario]}", flush=True)
+        for result in bench.run_scenario(scenario, specs):
+            order.append(result)
+            if not result.ok:
+                print(f"  {result.label:<44} {result.error}", flush=True)
+                continue
+            print(f"  {result.label:<44} {result.best:>9,.0f} ops/s  "
+                  f"(median {result.median:,.0f}; CPU µs/op client {fmt_us(result.client_us)}, "
+                  f"server {fmt_us(result.server_us)})", flush=True)
+    found = ratios(chosen, bench.results)
+    ratio_of = {(r.scenario, r.client): r for r in found}
+    elapsed = time.perf_counter() - wall
+    print()
+    print(markdown_table(order, ratio_of))
+    print("\njobwire / raw (ops/s: higher is better; CPU per op: lower is better)")
+    for r in found:
+        ops = "n/a" if r.ops is None else f"{r.ops:.2f}x"
+        cpu = "n/a" if r.cpu is None else f"{r.cpu:.2f}x"
+        print(f"  {r.scenario:<13} {r.client:<16} vs {'/'.join(r.raw):<19} ops/s {ops:>6}  "
+              f"CPU {cpu:>6}")
+    failures = {r.client: r.error for r in order if not r.ok}
+    for client, text in failures.items():
+        print(f"{client}: {text}")
+    print(f"\nwall time {elapsed:.0f} s")
+
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps({
+        "environment": env,
+        "config": {
+            "quick": args.quick, "repeats": repeats,
+            "statistic": "ops/s: best of the timed runs (median also given); client and "
+                         "server CPU µs/op: median of the timed runs",
+            "queue": QUEUE, "klass": KLASS, "data": DATA, "window": WINDOW,
+            "scenarios": {s: SCENARIOS[s] for s in scenarios},
+            "clients": sorted(clients) or "all",
+            "wall_time_s": round(elapsed, 1),
+        },
+        "results": [r.to_json() for r in order],
+        "ratios": [r.to_json() for r in found],
+        "failures": failures,
+    }, indent=2, ensure_ascii=False) + "\n")
+    print(f"results written to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
