@@ -38,8 +38,9 @@ class Storm:
 
 async def _storm(call: Callable[[int], Awaitable[bool]], seed: int) -> Storm:
     """Run ``call(i)`` for TASKS tasks at once: a quarter with no deadline, the rest cancelled
-    after a random 0-500 ms (the storm itself takes about that long, so
-    cancellations land before, during and after the round trips). ``call`` returns whether the reply was the caller's own."""
+    after a random 0-500 ms (the storm itself takes about that long, so cancellations land
+    before, during and after the round trips). ``call`` returns whether the reply was the
+    caller's own."""
     rng = random.Random(seed)
     deadlines = [None if i % 4 == 0 else rng.uniform(0, 0.5) for i in range(TASKS)]
     storm = Storm()
