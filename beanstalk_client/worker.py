@@ -24,6 +24,20 @@ the safety margin), counts it, and reserves again after a short pause (the serve
 DEADLINE_SOON again at once until the job is touched or finished). Auto-touch keeps slow but
 alive handlers' jobs: after ``touch_after`` seconds it asks ``stats-job`` for the time left and
 touches the job before it runs out, again every TTR; ``handler_timeout`` is a hard limit.
+
+A handler that overruns its job's TTR while the worker reserves that job again (the server gave
+it back; a free slot took it) holds a reservation that no longer exists: each reservation is held
+on its own, the stale one is counted as lost when the job comes back, and its handler's outcome
+is dropped (nothing is sent for it: a delete would remove the job from under the new handler). It
+still counts against ``concurrency`` and ``stop`` waits for it.
+
+With ``events=`` (a :class:`jobwire.events.EventSink`), the worker records ``reserved``,
+``completed`` (the delete was accepted), ``failed`` (the handler raised; group = the exception
+type, attempt = the job's reserve count), ``released``, ``buried`` and ``lost``, with
+``time.time()`` of the reserve's answer or of the moment the outcome was queued. A worker that
+watches several tubes asks ``stats-job`` for each job it reserves to learn its tube (one more
+pipelined command per job). ``put_time`` is left null: beanstalkd's ``age`` is whole seconds
+since the job was made, not since its current wait began (docs/events.md).
 """
 
 from __future__ import annotations
@@ -32,6 +46,7 @@ import logging
 import math
 import signal
 import threading
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -48,6 +63,7 @@ from jobwire._backoff import Backoff
 from jobwire._pending import Pending
 from jobwire._url import AddressLike, resolve_address
 from jobwire.errors import JobwireConnectionError, JobwireError
+from jobwire.events import EventSink, default_worker_id, failure_group
 
 from ._commands import (
     DEFAULT_PRIORITY,
@@ -169,6 +185,8 @@ class AsyncWorker:
             cancelled and their jobs released.
         backoff: reconnect delays (jittered exponential).
         timeout: the client's reply timeout for connections the worker opens.
+        events: where to record job lifecycle events (off by default; see the module
+            docstring); the worker id in them is ``<hostname>-<pid>``.
     """
 
     def __init__(
@@ -187,6 +205,7 @@ class AsyncWorker:
         shutdown_timeout: float = 30.0,
         backoff: Backoff | None = None,
         timeout: float | None = 10.0,
+        events: EventSink | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
@@ -205,6 +224,8 @@ class AsyncWorker:
         self.shutdown_timeout = shutdown_timeout
         self.backoff = backoff or Backoff(base=0.1, cap=5.0)
         self.stats = WorkerStats()
+        self.events = events
+        self.worker_id = default_worker_id()
         self._make_client = _client_factory(target, port, timeout)
         self._first: AsyncClient | None = target if isinstance(target, AsyncClient) else None
         self._client: AsyncClient | None = None
@@ -214,9 +235,13 @@ class AsyncWorker:
         self._wake = anyio.Event()
         self._handlers_tg: anyio.abc.TaskGroup | None = None
         # Reserved jobs waiting for a free handler slot, and the slots idle right now.
-        self._ready: deque[tuple[int, Job]] = deque()
+        self._ready: deque[_Held] = deque()
         self._idle: list[anyio.Event] = []
         self._handler: AsyncHandler | None = None
+        # Every reservation a handler holds (or waits to start on), and the newest one of each
+        # job id: the one auto-touch renews. A job reserved again while a handler still runs
+        # on its old reservation has two entries in ``_holding`` (issue 10).
+        self._holding: set[_Held] = set()
         self._held: dict[int, _Held] = {}
         self._reserves_out = 0
         self._blocking_out = False
@@ -361,7 +386,7 @@ class AsyncWorker:
             # A fresh event *before* looking at the state: whatever changes it from here on
             # (a reply, a finished handler) wakes this loop, even during the flush below.
             wake = self._wake = anyio.Event()
-            free = self.concurrency - len(self._held) - self._reserves_out
+            free = self.concurrency - len(self._holding) - self._reserves_out
             retry_in = 0.0
             if free > 0:
                 if self._work_known:
@@ -384,7 +409,7 @@ class AsyncWorker:
                 await wake.wait()
 
     def _blocking_wait(self) -> int:
-        held = bool(self._held) or self._reserves_out > 1
+        held = bool(self._holding) or self._reserves_out > 1
         wait = self.max_ack_delay if held else max(self.idle_wait, self.max_ack_delay)
         return int(wait) if wait >= 1 else 0
 
@@ -401,14 +426,25 @@ class AsyncWorker:
         if reply is not None:
             self._work_known = True
             self.stats.reserved += 1
-            job = Job(reply.job_id, reply.body)
-            if self._stopping or self._handlers_tg is None or self._client is None:
+            held = _Held(Job(reply.job_id, reply.body), anyio.current_time(), self._generation)
+            stopping = self._stopping or self._handlers_tg is None or self._client is None
+            old = self._held.get(held.job.id)
+            if old is not None and not stopping:
+                # Our handler overran the TTR and the server gave the job back to us: that
+                # reservation is gone; its handler's outcome will be dropped.
+                old.stale = True
+                self._lost(old, "the earlier handler's outcome",
+                           "the TTR ran out and the job was reserved again", held.reserved_at)
+            if self.events is not None:
+                self._reserved_event(held)
+            if stopping:
                 # Reserved after stop began: give it straight back, priority kept.
-                self._ack(Release, self._generation, job)
+                self._ack(Release, held)
                 return
-            self._held[job.id] = _Held(anyio.current_time(), self._generation)
+            self._held[held.job.id] = held
+            self._holding.add(held)
             self.stats.in_flight += 1
-            self._ready.append((self._generation, job))
+            self._ready.append(held)
             if self._idle:
                 self._idle.pop().set()
         elif isinstance(error, TimedOut):
@@ -427,8 +463,7 @@ class AsyncWorker:
         ready = self._ready
         while True:
             if ready:
-                generation, job = ready.popleft()
-                await self._handle(generation, job)
+                await self._handle(ready.popleft())
             else:
                 woken = anyio.Event()
                 self._idle.append(woken)
@@ -438,8 +473,9 @@ class AsyncWorker:
                     if not woken.is_set():
                         self._idle.remove(woken)
 
-    async def _handle(self, generation: int, job: Job) -> None:
+    async def _handle(self, held: _Held) -> None:
         assert self._handler is not None
+        job = held.job
         try:
             if self.handler_timeout is None:
                 await self._handler(job)
@@ -447,51 +483,59 @@ class AsyncWorker:
                 with anyio.fail_after(self.handler_timeout):
                     await self._handler(job)
         except anyio.get_cancelled_exc_class():
-            log.warning("job %d: handler cancelled at shutdown; releasing it", job.id)
-            self._ack(Release, generation, job)
-            self._done(job)
+            if not held.stale:
+                log.warning("job %d: handler cancelled at shutdown; releasing it", job.id)
+                self._ack(Release, held)
+            self._done(held)
             raise
         except Exception as exc:  # the handler's failure is the job's outcome
             self.stats.failed += 1
             log.error("job %d: handler failed", job.id, exc_info=exc)
             try:
-                await self._fail(generation, job)
+                if not held.stale:
+                    await self._fail(held, exc)
             finally:
-                self._done(job)
+                self._done(held)
             return
         except BaseException:
-            self._done(job)
+            self._done(held)
             raise
-        self._ack(Delete, generation, job)
-        self._done(job)
+        if not held.stale:
+            self._ack(Delete, held)
+        self._done(held)
 
-    def _done(self, job: Job) -> None:
-        if self._held.pop(job.id, None) is not None:
+    def _done(self, held: _Held) -> None:
+        if held in self._holding:
+            self._holding.discard(held)
             self.stats.in_flight -= 1
+        if self._held.get(held.job.id) is held:
+            del self._held[held.job.id]
         self._wake.set()
 
-    async def _fail(self, generation: int, job: Job) -> None:
+    async def _fail(self, held: _Held, error: Exception) -> None:
         client = self._client
-        reserves = 1
+        failed_at = time.time()
+        reserves: int | None = None
         priority = self.retry.priority
-        if client is not None and generation == self._generation:
+        if client is not None and held.generation == self._generation:
             try:
-                stats = await client.stats_job(job)
+                stats = await client.stats_job(held.job)
                 reserves = stats["reserves"]
                 priority = stats["pri"] if priority is None else priority
             except JobwireError:
                 pass
+        if self.events is not None:
+            self._emit("failed", held, failed_at, group=failure_group(error), attempt=reserves)
+        reserves = reserves or 1
         if self.retry.bury_after is not None and reserves >= self.retry.bury_after:
-            self._ack(Bury, generation, job, priority=priority)
+            self._ack(Bury, held, priority=priority)
         else:
-            self._ack(Release, generation, job, priority=priority,
-                      delay=self.retry.delay(reserves))
+            self._ack(Release, held, priority=priority, delay=self.retry.delay(reserves))
 
     def _ack(
         self,
         kind: type[Delete | Release | Bury | Touch],
-        generation: int,
-        job: Job,
+        held: _Held,
         *,
         priority: int | None = None,
         delay: int = 0,
@@ -499,14 +543,16 @@ class AsyncWorker:
         """Queue a job's outcome without waiting; the reply updates the counters, and one
         that says the server no longer holds the job for us is logged and counted as lost."""
         client = self._client
+        job, generation = held.job, held.generation
         if client is None or client._session.broken is not None:
-            self._lost(job, kind.name, "no connection", generation)
+            self._lost(held, kind.name, "no connection")
             return
         if kind is not Delete and generation != self._generation:
             # Only this connection could release, bury or touch it; the server has put the
             # job back (TTR or connection close). A delete is still worth trying.
-            self._lost(job, kind.name, "reserved on a lost connection", generation)
+            self._lost(held, kind.name, "reserved on a lost connection")
             return
+        queued_at = time.time()
         if kind is Delete:
             command: Command[Reply] = Delete(job.id)
         elif kind is Touch:
@@ -521,8 +567,10 @@ class AsyncWorker:
                 self._wake.set()
                 if ok:
                     self.stats.released += 1
+                    if self.events is not None:
+                        self._emit("released", held, queued_at)
                 else:
-                    self._lost(job, "release", "server refused", generation)
+                    self._lost(held, "release", "server refused")
 
             client._session.give_back(job.id, released)
             self._wake.set()
@@ -537,19 +585,50 @@ class AsyncWorker:
             if pending.error is None:
                 counter = _COUNTERS[kind]
                 setattr(self.stats, counter, getattr(self.stats, counter) + 1)
+                if self.events is not None and kind is not Touch:
+                    self._emit(_EVENTS[kind], held, queued_at)
             else:
-                self._lost(job, kind.name, str(pending.error), generation)
+                self._lost(held, kind.name, str(pending.error))
 
         client._submit_nowait(command, on_reply)
         self._wake.set()  # the pump flushes it
 
-    def _lost(self, job: Job, action: str, why: str, generation: int) -> None:
+    def _lost(self, held: _Held, action: str, why: str, at: float | None = None) -> None:
         self.stats.lost += 1
-        where = "a lost connection" if generation != self._generation else "this connection"
+        if self.events is not None:
+            self._emit("lost", held, time.time() if at is None else at)
+        where = "a lost connection" if held.generation != self._generation else "this connection"
         log.warning(
             "job %d: %s not done (%s); it was reserved on %s and the server has released it "
-            "or will when its TTR runs out", job.id, action, why, where,
+            "or will when its TTR runs out", held.job.id, action, why, where,
         )
+
+    # -- events --------------------------------------------------------------------------------
+
+    def _reserved_event(self, held: _Held) -> None:
+        """Record ``reserved`` for a job just reserved: at once when one tube is watched,
+        else once ``stats-job`` has named its tube (queued now, ahead of any outcome)."""
+        if len(self.tubes) == 1:
+            held.tube = self.tubes[0]
+            self._emit("reserved", held, held.reserved_at)
+            return
+        client = self._client
+        if client is None:  # stopping: the job goes straight back; its tube stays unknown
+            self._emit("reserved", held, held.reserved_at)
+            return
+
+        def named(pending: Pending[Ok]) -> None:
+            if pending.reply is not None:
+                held.tube = str(parse_job_stats(pending.reply.data)["tube"])
+            self._emit("reserved", held, held.reserved_at)
+
+        client._submit_nowait(StatsJob(held.job.id), named)
+
+    def _emit(self, event: str, held: _Held, at: float, *, group: str | None = None,
+              attempt: int | None = None) -> None:
+        assert self.events is not None
+        self.events.emit(event, at, "beanstalk", held.tube or "", str(held.job.id),
+                         self.worker_id, None, group, attempt)
 
     # -- auto-touch ----------------------------------------------------------------------------
 
@@ -592,19 +671,20 @@ class AsyncWorker:
     # -- shutdown ------------------------------------------------------------------------------
 
     async def _wait_handlers(self) -> None:
-        if not self._held:
+        if not self._holding:
             return
         log.info("stopping: waiting up to %.1f s for %d handler(s)", self.shutdown_timeout,
-                 len(self._held))
+                 len(self._holding))
         with anyio.move_on_after(self.shutdown_timeout):
-            await self._until(lambda: not self._held)
-        if self._held and self._handlers_tg is not None:
+            await self._until(lambda: not self._holding)
+        if self._holding and self._handlers_tg is not None:
             self._handlers_tg.cancel_scope.cancel()  # each releases its job as it ends
             while self._ready:  # reserved, never started: give them back too
-                generation, job = self._ready.popleft()
-                self._ack(Release, generation, job)
-                self._done(job)
-            await self._until(lambda: not self._held)
+                held = self._ready.popleft()
+                if not held.stale:
+                    self._ack(Release, held)
+                self._done(held)
+            await self._until(lambda: not self._holding)
 
     async def _until(self, condition: Callable[[], bool]) -> None:
         while True:
@@ -621,15 +701,20 @@ class AsyncWorker:
 
 
 class _Held:
-    """A job a handler is working on."""
+    """One reservation of a job: a handler works on it (or will, from ``_ready``)."""
 
-    __slots__ = ("started", "generation", "due", "ttr")
+    __slots__ = ("job", "started", "generation", "due", "ttr", "stale", "reserved_at", "tube")
 
-    def __init__(self, started: float, generation: int) -> None:
-        self.started = started
+    def __init__(self, job: Job, started: float, generation: int) -> None:
+        self.job = job
+        self.started = started  # monotonic
         self.generation = generation
         self.due: float | None = None  # when to touch next (monotonic)
         self.ttr: int | None = None
+        #: The job was reserved again (TTR ran out): this reservation's outcome is dropped.
+        self.stale = False
+        self.reserved_at = time.time()  # for events
+        self.tube: str | None = None  # for events, once known
 
     def schedule(self, ttr: int, left: float, max_ack_delay: float) -> None:
         """Touch ahead of the deadline by the time a touch may wait behind a blocking reserve
@@ -641,6 +726,7 @@ class _Held:
 _COUNTERS: dict[type[Any], str] = {
     Delete: "deleted", Release: "released", Bury: "buried", Touch: "touched",
 }
+_EVENTS: dict[type[Any], str] = {Delete: "completed", Release: "released", Bury: "buried"}
 
 
 class Worker:

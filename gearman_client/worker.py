@@ -19,6 +19,13 @@ How a worker runs, per server:
 
 :meth:`AsyncWorker.stop` is graceful: no more grabs, in-flight jobs finish and report, then
 :meth:`AsyncWorker.work` returns.
+
+With ``events=`` (a :class:`jobwire.events.EventSink`) a worker records, per job: ``reserved``
+when a JOB_ASSIGN arrives, then ``completed`` once WORK_COMPLETE is sent, ``failed`` once
+WORK_FAIL or WORK_EXCEPTION is sent (group = the exception type), or ``lost`` when the report
+could not be sent (the server requeues the job). Times are ``time.time()`` of the assignment
+and of the handler's end; queue = the function, job = the handle, worker = the client id, else
+``<hostname>-<pid>``.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -40,6 +48,7 @@ from jobwire._pending import Pending
 from jobwire._transport import AsyncTransport
 from jobwire._url import Address
 from jobwire.errors import JobwireError, LocalProtocolError, OperationTimeout
+from jobwire.events import EventSink, default_worker_id, failure_group
 
 from . import _packets as pk
 from ._api_async import ServersLike, _addresses, as_bytes
@@ -102,6 +111,8 @@ class AsyncWorker:
             (``None``: only on NOOP); needed for epoch jobs on gearmand 1.1.x.
         grab_all: GRAB_JOB_ALL, so reduce jobs arrive with their reducer.
         timeout: seconds an answer (to a grab) may take before the connection is dropped.
+        events: where to record job lifecycle events (off by default; see the module
+            docstring).
     """
 
     def __init__(
@@ -109,6 +120,7 @@ class AsyncWorker:
         client_id: str | bytes | None = None, concurrency: int = 1,
         regrab_interval: float | None = None, grab_all: bool = False,
         timeout: float | None = 30.0, connect_timeout: float | None = 10.0,
+        events: EventSink | None = None,
     ) -> None:
         if concurrency < 1:
             raise LocalProtocolError("concurrency must be >= 1")
@@ -121,6 +133,10 @@ class AsyncWorker:
         self.grab_all = grab_all
         self.timeout = timeout
         self.connect_timeout = connect_timeout
+        self.events = events
+        #: The ``worker`` of its events: the client id, else ``<hostname>-<pid>``.
+        self.worker_id = (default_worker_id() if self.client_id is None
+                          else self.client_id.decode("utf-8", "replace"))
         self._abilities: dict[bytes, _Ability] = {}
         self._live: list[tuple[GearmanSession, AsyncTransport]] = []
         self._stopping = False
@@ -263,7 +279,7 @@ class AsyncWorker:
                 limiter.release_on_behalf_of(token)
                 await self._sleep(session, transport)
                 continue
-            jobs.start_soon(self._run, session, transport, reply, token)
+            jobs.start_soon(self._run, session, transport, reply, token, time.time())
 
     async def _sleep(self, session: GearmanSession, transport: AsyncTransport) -> None:
         woken: Pending[None] = Pending("NOOP")
@@ -286,7 +302,8 @@ class AsyncWorker:
                 session.on_noop = None
 
     async def _run(
-        self, session: GearmanSession, transport: AsyncTransport, reply: pk.Packet, token: object
+        self, session: GearmanSession, transport: AsyncTransport, reply: pk.Packet, token: object,
+        assigned_at: float,
     ) -> None:
         assert self._limiter is not None
         try:
@@ -300,7 +317,12 @@ class AsyncWorker:
                 assert isinstance(reply, pk.JobAssign)
                 job = AsyncJob(reply.handle, reply.function, b"", reply.data, None, session,
                                transport)
+            events = self.events
+            if events is not None:
+                events.emit("reserved", assigned_at, "gearman", _text(job.function),
+                            _text(job.handle), self.worker_id)
             ability = self._abilities.get(job.function)
+            group: str | None = None
             try:
                 if ability is None:
                     raise LookupError(f"no handler for {job.function!r}")
@@ -310,19 +332,33 @@ class AsyncWorker:
                 )
             except Exception as exc:  # the job failed, not the worker
                 logger.debug("job %r raised %r", job.handle, exc)
+                group = failure_group(exc)
                 text = f"{type(exc).__name__}: {exc}".encode(errors="replace")
                 if ability is not None and ability.exceptions:
                     packet = pk.WorkException(job.handle, text)
                 else:  # WORK_FAIL ends every client's wait, whatever options it asked for
                     session.request(pk.WorkWarning(job.handle, text))
                     packet = pk.WorkFail(job.handle)
+            ended_at = time.time()
             try:
                 session.request(packet)
                 await transport.flush()
             except JobwireError as exc:  # the server requeues the job
                 logger.info("could not report job %r: %s", job.handle, exc)
+                outcome = "lost"
+            else:
+                outcome = "completed" if group is None else "failed"
+            if events is not None:
+                events.emit(outcome, ended_at, "gearman", _text(job.function),
+                            _text(job.handle), self.worker_id,
+                            group=group if outcome == "failed" else None)
         finally:
             self._limiter.release_on_behalf_of(token)
+
+
+def _text(name: bytes) -> str:
+    """A function name or handle as event text (bytes that are not UTF-8 are replaced)."""
+    return name.decode("utf-8", "replace")
 
 
 @dataclass(eq=False)

@@ -60,6 +60,17 @@ One :class:`~qless_client.AsyncClient` carries everything: pops, heartbeats, rep
 connection that qless needs, so when the server goes away the next call opens a new connection
 (and reloads the script after a restart); the pump waits with jittered exponential back-off
 (``backoff``) between failed pops, and reports are retried until the job's lock runs out.
+
+Events
+------
+With ``events=`` (a :class:`jobwire.events.EventSink`) the worker records ``reserved`` for every
+job a pop hands it, ``completed``, ``failed`` (group = the failure group sent), ``retried``
+(followed by ``failed``, group ``failed-retries-<queue>``, when the script failed the job for
+running out of retries) and ``lost``. The time of each is exactly the ``now`` the call that did
+it passed to the script, and a ``reserved`` event's ``put_time`` is the popped job's last history
+entry's ``put``: the values the script's statistics (``ql:s:*``) are computed from, so metrics
+computed from the events match them. Every call on the worker's connection is seen, the ones a
+handler makes on its job (``job.complete()``...) and the hand-backs included.
 """
 
 from __future__ import annotations
@@ -84,7 +95,8 @@ import anyio.to_thread
 
 from jobwire._backoff import Backoff
 from jobwire._url import AddressLike
-from jobwire.errors import JobwireError, LocalProtocolError
+from jobwire.errors import BulkError, JobwireError, LocalProtocolError
+from jobwire.events import EventSink, failure_group
 
 from . import _scripts as sc
 from ._client_async import AsyncClient, AsyncJob, _encode, _name, _seconds
@@ -181,15 +193,6 @@ class Next:
             raise LocalProtocolError("Next takes delay or depends, not both")
 
 
-def failure_group(error: BaseException) -> str:
-    """The failure group of a handler's exception: ``module.QualName`` (``ValueError`` for a
-    builtin)."""
-    kind = type(error)
-    if kind.__module__ == "builtins":
-        return kind.__qualname__
-    return f"{kind.__module__}.{kind.__qualname__}"
-
-
 def failure_message(error: BaseException) -> str:
     """The failure message of a handler's exception: its traceback, as Python prints it."""
     return "".join(traceback.format_exception(type(error), error, error.__traceback__))
@@ -248,6 +251,8 @@ class AsyncWorker:
             cancelled and their jobs handed back.
         backoff: delays between failed pops (jittered exponential; default 0.1 s up to 5 s).
         worker_name: who pops (default ``<hostname>-<pid>``); not with an AsyncClient.
+        events: where to record job lifecycle events (off by default; see the module
+            docstring); the worker id in them is the worker name.
         redis_options: further keyword arguments for the client's connection (``db``,
             ``password``, ``timeout``, ``ssl``...); not with an AsyncClient.
 
@@ -270,6 +275,7 @@ class AsyncWorker:
         shutdown_timeout: float = 30.0,
         backoff: Backoff | None = None,
         worker_name: str | None = None,
+        events: EventSink | None = None,
         **redis_options: Any,
     ) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int):
@@ -289,6 +295,7 @@ class AsyncWorker:
         self.shutdown_timeout = _seconds(shutdown_timeout, "shutdown_timeout")
         self.backoff = backoff or Backoff(base=0.1, cap=5.0)
         self.stats = WorkerStats()
+        self.events = events
         if isinstance(target, AsyncClient):
             if port is not None or worker_name is not None or redis_options:
                 raise TypeError("port, worker_name and Redis options go with an address, "
@@ -308,6 +315,8 @@ class AsyncWorker:
         #: Cancel an async handler whose lock is lost (a thread cannot be: it is only told).
         self._cancel_lost = True
         self._client: AsyncClient | None = None
+        #: The running client when there is an event sink (``_client`` is then this one).
+        self._observed: _Observed | None = None
         self._handler: Callable[[Any], Awaitable[object]] | None = None
         self._stopping = False
         self._running = False
@@ -361,7 +370,9 @@ class AsyncWorker:
         if self._stopping:
             self._stop_event.set()
         client = self._given or AsyncClient(*self._address, **self._options)
-        self._client = client
+        if self.events is not None:
+            self._observed = _Observed(client, self.events)
+        self._client = self._observed or client
         try:
             async with anyio.create_task_group() as outer:
                 if handle_signals:
@@ -386,6 +397,7 @@ class AsyncWorker:
                     await self._give_back_many(leftover)
             self._handlers_tg = None
             self._client = None
+            self._observed = None
             self._running = False
             self._stopping = False
             if self._given is None:
@@ -467,7 +479,7 @@ class AsyncWorker:
         job = self._make_job(client, raw)
         old = self._held.get(job.jid)
         if old is not None:  # our own job, popped again after its lock ran out
-            self._lose(old, "popped again after its lock ran out")
+            self._lose(old, "popped again after its lock ran out", None)  # event: _Observed
         left = max(0.0, raw["expires"] - client.clock())
         held = _Held(job, raw["expires"], anyio.current_time() + left / 2)
         self._held[job.jid] = held
@@ -567,6 +579,8 @@ class AsyncWorker:
         held.done = True
         if self._held.get(held.job.jid) is held:
             del self._held[held.job.jid]
+            if self._observed is not None:
+                self._observed.forget(held.job.jid)
         self.stats.in_flight -= 1
         self._wake.set()
 
@@ -582,18 +596,20 @@ class AsyncWorker:
         client = self._client
         backoff = Backoff(base=0.05, cap=1.0)
         while True:
+            call = build(client.clock())
             try:
-                return await client._run(build(client.clock()))
+                return await client._run(call)
             except _NOT_OURS as exc:
-                self._lose(held, f"{what} refused: {exc.detail or exc}")
+                self._lose(held, f"{what} refused: {exc.detail or exc}", _sent_now(call))
                 return None
             except ScriptError as exc:  # a bug: the call was malformed
                 log.error("job %s: %s refused: %s", held.job.jid, what, exc)
                 return None
             except JobwireError as exc:  # the connection, or a passing LOADING/BUSY
-                left = held.expires - client.clock()
+                now = client.clock()
+                left = held.expires - now
                 if left <= 0:
-                    self._lose(held, f"{what} not sent before the lock ran out ({exc})")
+                    self._lose(held, f"{what} not sent before the lock ran out ({exc})", now)
                     return None
                 delay = min(backoff.next_delay(), left)
                 log.info("job %s: %s failed (%s); trying again in %.2f s", held.job.jid, what,
@@ -676,12 +692,15 @@ class AsyncWorker:
         for held in helds:
             self._done(held)
 
-    def _lose(self, held: _Held, why: str) -> None:
+    def _lose(self, held: _Held, why: str, now: float | None) -> None:
+        """Mark ``held``'s job lost (at ``now``, for the event; None: already recorded)."""
         job = held.job
         if job.lost:
             return
         job.lost = True
         self.stats.lost += 1
+        if self._observed is not None and now is not None:
+            self._observed.lost(job.jid, now)
         if held.scope is not None and self._cancel_lost:
             held.scope.cancel()
             log.warning("job %s: lock lost (%s); handler cancelled", job.jid, why)
@@ -718,11 +737,12 @@ class AsyncWorker:
         try:
             if held.finished:
                 return
+            call = sc.heartbeat(client.clock(), job.jid, job.worker)
             try:
-                expires = await client._run(sc.heartbeat(client.clock(), job.jid, job.worker))
+                expires = await client._run(call)
             except _NOT_OURS as exc:
                 if not held.finished:  # once reporting began, the report finds out itself
-                    self._lose(held, f"heartbeat refused: {exc.detail or exc}")
+                    self._lose(held, f"heartbeat refused: {exc.detail or exc}", _sent_now(call))
                 return
             except JobwireError as exc:
                 left = held.expires - client.clock()
@@ -763,6 +783,103 @@ class AsyncWorker:
             if condition():
                 return
             await wake.wait()
+
+
+def _sent_now(call: sc.ScriptCall[Any]) -> float:
+    """The ``now`` a script call carries, exactly as the script reads it (ms precision)."""
+    return float(call.args[1])
+
+
+def _put_time(raw: sc.JobData) -> float | None:
+    """When a popped job's current wait began, as the script's ``pop`` counts it: its last
+    history entry's ``put``."""
+    history = raw.get("history") or []
+    put = history[-1].get("put") if history else None
+    return float(put) if isinstance(put, (int, float)) and not isinstance(put, bool) else None
+
+
+class _Observed(AsyncClient):
+    """The worker's client when it has an event sink: every script call on its connection
+    that pops, completes, fails or retries one of this worker's jobs becomes an event, with that
+    call's own ``now``. Handlers' jobs are bound to it, so what a handler settles itself is
+    seen too, and so are hand-backs (``give_back``) and the pop guard's calls."""
+
+    def __init__(self, client: AsyncClient, sink: EventSink) -> None:
+        # AsyncClient.__init__ is not called: the connection is ``client``'s.
+        self._inner = client
+        self.redis = client.redis
+        self._owns = False
+        self._loaded = True
+        self.worker_name = client.worker_name
+        self.clock = client.clock
+        self.sink = sink
+        #: The jobs popped and not settled yet: jid -> (queue, attempt).
+        self._popped: dict[str, tuple[str, int]] = {}
+
+    async def _run(self, call: sc.ScriptCall[T]) -> T:
+        result = await self._inner._run(call)
+        if call.command in _OBSERVED:
+            self._observe(call, result)
+        return result
+
+    async def _run_many(self, calls: Sequence[sc.ScriptCall[T]], window: int) -> list[T]:
+        try:
+            results = await self._inner._run_many(calls, window)
+        except BulkError as exc:
+            for call, result in zip(calls, exc.results, strict=True):
+                if call.command in _OBSERVED and not isinstance(result, BaseException):
+                    self._observe(call, result)
+            raise
+        for call, result in zip(calls, results, strict=True):
+            if call.command in _OBSERVED:
+                self._observe(call, result)
+        return results
+
+    def _emit(self, event: str, now: float, queue: str, jid: str, attempt: int,
+              group: str | None = None, put_time: float | None = None) -> None:
+        self.sink.emit(event, now, "qless", queue, jid, self.worker_name, put_time, group,
+                       attempt)
+
+    def _observe(self, call: sc.ScriptCall[Any], result: Any) -> None:
+        now = _sent_now(call)
+        if call.command == "pop":
+            for raw in result:
+                jid = raw["jid"]
+                old = self._popped.get(jid)
+                if old is not None:  # ours, popped again after its lock ran out
+                    self._emit("lost", now, old[0], jid, old[1])
+                queue = raw["queue"] or call.args[2]
+                attempt = raw["retries"] - raw["remaining"] + 1
+                self._popped[jid] = (queue, attempt)
+                self._emit("reserved", now, queue, jid, attempt, put_time=_put_time(raw))
+            return
+        jid = call.args[2]
+        known = self._popped.pop(jid, None)
+        if known is None:
+            return  # not a job this worker popped
+        queue, attempt = known
+        if call.command == "complete":
+            self._emit("completed", now, queue, jid, attempt)
+        elif call.command == "fail":
+            self._emit("failed", now, queue, jid, attempt, group=call.args[4])
+        else:  # retry
+            self._emit("retried", now, queue, jid, attempt)
+            if result < 0:  # no retries were left: the script failed the job
+                self._emit("failed", now, queue, jid, attempt, group=f"failed-retries-{queue}")
+
+    def lost(self, jid: str, now: float) -> None:
+        """Record that this worker lost ``jid`` (its lock) at ``now``."""
+        known = self._popped.pop(jid, None)
+        if known is not None:
+            self._emit("lost", now, known[0], jid, known[1])
+
+    def forget(self, jid: str) -> None:
+        """The worker is done with ``jid`` (settled, lost, or its report failed)."""
+        self._popped.pop(jid, None)
+
+
+#: The script commands whose calls become events.
+_OBSERVED = frozenset({"pop", "complete", "fail", "retry"})
 
 
 class _LoopClient(Client):

@@ -30,6 +30,11 @@ Why it is shaped like this:
   finish and report, and then ``run()`` returns: a stop takes at most ``wait`` plus the
   handlers' time. Cancelling ``run()`` itself is the hard stop that does not wait, and may
   leave a job its cancelled leases take leased until its TTR.
+* **Events.** With ``events=`` (a :class:`jobwire.events.EventSink`) each job is recorded as
+  ``reserved`` (the lease's answer), then ``completed`` or ``failed`` (group = the exception
+  type) once the server took the report, or ``lost`` when it refused it or it could not be sent.
+  Times are ``time.time()`` of the lease's answer and of the report that was taken; queue = the
+  job name, worker = ``<hostname>-<pid>``.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ import anyio
 from jobwire._backoff import Backoff
 from jobwire._url import AddressLike, resolve_address
 from jobwire.errors import JobwireConnectionError, OperationTimeout, RemoteProtocolError
+from jobwire.events import EventSink, default_worker_id, failure_group
 
 from ._commands import MAX_PAYLOAD, validate_name
 from ._records import LeasedJob
@@ -124,16 +130,18 @@ def _error_text(exc: BaseException) -> bytes:
     return f"{type(exc).__name__}: {exc}".encode("utf-8", "replace")[:MAX_PAYLOAD]
 
 
-def _outcome(result: Result) -> tuple[bool, bytes]:
-    """What to report for a handler's return value: a result the server would refuse (not
-    bytes/str/None, or over 1 MiB) is reported as a failure saying so."""
+def _outcome(result: Result) -> tuple[bool, bytes, str | None]:
+    """What to report for a handler's return value: ``(success, data, failure group)``. A
+    result the server would refuse (not bytes/str/None, or over 1 MiB) is reported as a
+    failure saying so."""
     try:
         data = _encode(result)
     except TypeError as exc:
-        return False, _error_text(exc)
+        return False, _error_text(exc), failure_group(exc)
     if len(data) > MAX_PAYLOAD:
-        return False, b"ResultTooLarge: %d bytes, the limit is %d" % (len(data), MAX_PAYLOAD)
-    return True, data
+        return (False, b"ResultTooLarge: %d bytes, the limit is %d" % (len(data), MAX_PAYLOAD),
+                "ResultTooLarge")
+    return True, data, None
 
 
 def _call_hook(hook: Callable[[T], None], arg: T) -> None:
@@ -174,6 +182,7 @@ class _Base:
         backoff: Callable[[], Backoff] | None,
         on_overrun: Callable[[JobContext], None] | None,
         on_late_result: Callable[[LateResult], None] | None,
+        events: EventSink | None,
     ) -> None:
         names = (names,) if isinstance(names, str) else tuple(names)
         if not names:
@@ -193,15 +202,31 @@ class _Base:
         self.on_overrun = on_overrun or _default_overrun
         self.on_late_result = on_late_result or _default_late
         self.stats = WorkerStats()
+        self.events = events
+        #: The ``worker`` of its events.
+        self.worker_id = default_worker_id()
         self._stopping = False
+
+    def _leased(self, job: LeasedJob, at: float) -> None:
+        if self.events is not None:
+            self.events.emit("reserved", at, "workq", job.name, job.job_id, self.worker_id)
 
     def _overran(self, job: JobContext) -> None:
         job.overrun = True
         self.stats.overruns += 1
         _call_hook(self.on_overrun, job)
 
-    def _reported(self, job: JobContext, success: bool, error: BaseException | None) -> None:
-        """Account for a finished report (``error``: why the server refused it)."""
+    def _reported(self, job: JobContext, success: bool, error: BaseException | None,
+                  group: str | None, at: float) -> None:
+        """Account for a finished report sent at ``at`` (``error``: why the server refused it
+        or it could not be sent; ``group``: the failure's)."""
+        if self.events is not None:
+            if error is None:
+                self.events.emit("completed" if success else "failed", at, "workq", job.name,
+                                 job.job_id, self.worker_id, group=None if success else group)
+            else:
+                self.events.emit("lost", time.time(), "workq", job.name, job.job_id,
+                                 self.worker_id)
         if error is None:
             if success:
                 self.stats.completed += 1
@@ -236,6 +261,8 @@ class AsyncWorker(_Base):
         backoff: makes the reconnect back-off (default 0.05 s doubling up to 5 s, jittered).
         on_overrun: called in the worker's task when a job's TTR runs out mid-handler.
         on_late_result: called with what became of a result reported after the TTR.
+        events: where to record job lifecycle events (off by default; see the module
+            docstring).
     """
 
     def __init__(
@@ -251,10 +278,11 @@ class AsyncWorker(_Base):
         backoff: Callable[[], Backoff] | None = None,
         on_overrun: Callable[[JobContext], None] | None = None,
         on_late_result: Callable[[LateResult], None] | None = None,
+        events: EventSink | None = None,
     ) -> None:
         super().__init__(address, names, port=port, concurrency=concurrency, wait=wait,
                          timeout=timeout, backoff=backoff, on_overrun=on_overrun,
-                         on_late_result=on_late_result)
+                         on_late_result=on_late_result, events=events)
         self.handler = handler
 
     def stop(self) -> None:
@@ -300,6 +328,7 @@ class AsyncWorker(_Base):
                     await anyio.sleep(backoff.next_delay())
                     continue
                 self.stats.leased += 1
+                self._leased(leased, time.time())
                 client = await self._process(client, leased, backoff)
         finally:
             if client is not None:
@@ -309,7 +338,7 @@ class AsyncWorker(_Base):
     async def _process(self, client: AsyncClient, leased: LeasedJob,
                        backoff: Backoff) -> AsyncClient:
         job = _context(leased)
-        success, data = True, b""
+        success, data, group = True, b"", None
         async with anyio.create_task_group() as tg:
 
             async def watch() -> None:
@@ -318,33 +347,34 @@ class AsyncWorker(_Base):
 
             tg.start_soon(watch)
             try:
-                success, data = _outcome(await self.handler(job))
+                success, data, group = _outcome(await self.handler(job))
             except Exception as exc:
-                success, data = False, _error_text(exc)
+                success, data, group = False, _error_text(exc), failure_group(exc)
             tg.cancel_scope.cancel()
-        return await self._report(client, job, success, data, backoff)
+        return await self._report(client, job, success, data, group, backoff)
 
     async def _report(self, client: AsyncClient, job: JobContext, success: bool, data: bytes,
-                      backoff: Backoff) -> AsyncClient:
+                      group: str | None, backoff: Backoff) -> AsyncClient:
         for attempt in range(_REPORT_ATTEMPTS):
+            at = time.time()
             try:
                 if success:
                     await client.complete(job.job_id, data)
                 else:
                     await client.fail(job.job_id, data)
             except WorkqError as exc:
-                self._reported(job, success, exc)
+                self._reported(job, success, exc, group, at)
                 return client
             except _RETRYABLE as exc:
                 if attempt == _REPORT_ATTEMPTS - 1:
-                    self._reported(job, success, exc)
+                    self._reported(job, success, exc, group, at)
                     return client
                 self.stats.reconnects += 1
                 await client.aclose()
                 await anyio.sleep(backoff.next_delay())
                 client = AsyncClient(self.address, timeout=self.timeout)
                 continue
-            self._reported(job, success, None)
+            self._reported(job, success, None, group, at)
             return client
         return client  # pragma: no cover - the loop always returns
 
@@ -354,7 +384,7 @@ class Worker(_Base):
 
     Args: as for :class:`AsyncWorker`, with a plain ``handler(job) -> bytes | str | None`` and
     ``wait`` defaulting to 1 s (how soon a thread notices :meth:`stop`). ``on_overrun`` runs in a
-    timer thread.
+    timer thread; events are emitted from the slot threads.
     """
 
     def __init__(
@@ -370,10 +400,11 @@ class Worker(_Base):
         backoff: Callable[[], Backoff] | None = None,
         on_overrun: Callable[[JobContext], None] | None = None,
         on_late_result: Callable[[LateResult], None] | None = None,
+        events: EventSink | None = None,
     ) -> None:
         super().__init__(address, names, port=port, concurrency=concurrency, wait=wait,
                          timeout=timeout, backoff=backoff, on_overrun=on_overrun,
-                         on_late_result=on_late_result)
+                         on_late_result=on_late_result, events=events)
         self.handler = handler
         self._lock = threading.Lock()
         self._stop_event = threading.Event()
@@ -382,9 +413,10 @@ class Worker(_Base):
         with self._lock:
             super()._overran(job)
 
-    def _reported(self, job: JobContext, success: bool, error: BaseException | None) -> None:
+    def _reported(self, job: JobContext, success: bool, error: BaseException | None,
+                  group: str | None, at: float) -> None:
         with self._lock:
-            super()._reported(job, success, error)
+            super()._reported(job, success, error, group, at)
 
     def stop(self) -> None:
         """Stop leasing (from any thread or a signal handler); running handlers finish and
@@ -426,6 +458,7 @@ class Worker(_Base):
                     continue
                 with self._lock:
                     self.stats.leased += 1
+                self._leased(leased, time.time())
                 client = self._process(client, leased, backoff)
         finally:
             if client is not None:
@@ -437,24 +470,25 @@ class Worker(_Base):
         timer.daemon = True
         timer.start()
         try:
-            success, data = _outcome(self.handler(job))
+            success, data, group = _outcome(self.handler(job))
         except Exception as exc:
-            success, data = False, _error_text(exc)
+            success, data, group = False, _error_text(exc), failure_group(exc)
         finally:
             timer.cancel()
         timer.join()
         for attempt in range(_REPORT_ATTEMPTS):
+            at = time.time()
             try:
                 if success:
                     client.complete(job.job_id, data)
                 else:
                     client.fail(job.job_id, data)
             except WorkqError as exc:
-                self._reported(job, success, exc)
+                self._reported(job, success, exc, group, at)
                 return client
             except _RETRYABLE as exc:
                 if attempt == _REPORT_ATTEMPTS - 1:
-                    self._reported(job, success, exc)
+                    self._reported(job, success, exc, group, at)
                     return client
                 with self._lock:
                     self.stats.reconnects += 1
@@ -465,6 +499,6 @@ class Worker(_Base):
                 except _RETRYABLE:
                     continue
                 continue
-            self._reported(job, success, None)
+            self._reported(job, success, None, group, at)
             return client
         return client  # pragma: no cover - the loop always returns

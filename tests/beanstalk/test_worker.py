@@ -10,12 +10,15 @@ import sys
 import textwrap
 import threading
 import time
+from pathlib import Path
 
 import anyio
 import pytest
 
 from beanstalk_client import Client, Job, NotFound
 from beanstalk_client.worker import AsyncWorker, RetryPolicy, Worker
+from jobwire.events import EventSink
+from tests.test_events import read_jsonl
 
 from ..conftest import BeanstalkServer, start_server
 
@@ -329,3 +332,55 @@ def test_sigterm_stops_gracefully(server: BeanstalkServer, tube: str, tmp_path) 
         assert f"end {job_id}" in out and "deleted 1 released 0" in out
         with pytest.raises(NotFound):
             p.peek(job_id)
+
+
+async def test_a_job_reserved_again_while_its_first_handler_runs(
+    server: BeanstalkServer, tube: str, tmp_path: Path
+) -> None:
+    """Issue 10: the first handler overruns the TTR and the same worker reserves the job again.
+    Each reservation is held on its own: the first (stale) one's result is dropped (counted as
+    lost), in_flight comes back to 0, and stop waits for the second handler."""
+    sink = EventSink(tmp_path)
+    with _producer(server, tube) as p:
+        job_id = p.put(b"x", ttr=1)
+        calls = 0
+        second_started = anyio.Event()
+        first_done = anyio.Event()
+        seen: dict[str, object] = {}
+        async with AsyncWorker(
+            server.url, tubes=[tube], concurrency=2, auto_touch=False, events=sink
+        ) as worker:
+
+            async def handler(job: Job) -> None:
+                nonlocal calls
+                calls += 1
+                if calls == 1:
+                    with anyio.fail_after(10):  # the TTR runs out; the job comes back to us
+                        await second_started.wait()
+                    first_done.set()
+                    return
+                second_started.set()
+                try:
+                    await first_done.wait()
+                    await anyio.sleep(0.2)  # the first handler's outcome is handled by now
+                    try:  # not deleted under our feet
+                        seen["state"] = p.stats_job(job_id)["state"]
+                    except NotFound:
+                        seen["state"] = "deleted"
+                    seen["in_flight"] = worker.stats.in_flight
+                finally:
+                    worker.stop()
+                await anyio.sleep(0.5)
+                seen["second finished"] = True
+
+            with anyio.fail_after(20):
+                await worker.run(handler, handle_signals=False)
+        assert seen == {"state": "reserved", "in_flight": 1, "second finished": True}
+        assert worker.stats.in_flight == 0
+        assert (worker.stats.reserved, worker.stats.deleted, worker.stats.lost) == (2, 1, 1)
+        with pytest.raises(NotFound):
+            p.stats_job(job_id)
+    sink.close()
+    assert [(r["event"], r["job"]) for r in read_jsonl(tmp_path)] == [
+        ("reserved", str(job_id)), ("lost", str(job_id)), ("reserved", str(job_id)),
+        ("completed", str(job_id))]
