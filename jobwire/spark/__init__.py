@@ -34,6 +34,7 @@ from pyspark.sql.datasource import DataSource
 from ._beanstalk import BeanstalkDataSource
 from ._common import BODY_COLUMNS, BadOption, BadRow, RowRefused, WriteReport
 from ._gearman import GearmanDataSource, gearman_call
+from ._qless import QlessDataSource
 from ._workq import WorkqDataSource, workq_run
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "BadRow",
     "BeanstalkDataSource",
     "GearmanDataSource",
+    "QlessDataSource",
     "RowRefused",
     "WorkqDataSource",
     "WriteReport",
@@ -51,17 +53,18 @@ __all__ = [
     "workq_run",
 ]
 
-#: Every format :func:`register` installs, by its ``format(...)`` name. A new queue (qless)
-#: adds its DataSource class here and nowhere else.
+#: Every format :func:`register` installs, by its ``format(...)`` name. A new queue adds its
+#: DataSource class here and nowhere else.
 FORMATS: tuple[type[DataSource], ...] = (
     BeanstalkDataSource,
     GearmanDataSource,
     WorkqDataSource,
+    QlessDataSource,
 )
 
 
 def register(spark: SparkSession) -> None:
-    """Register the formats ``beanstalk``, ``gearman`` and ``workq`` with ``spark``, for
-    ``spark.read``/``readStream``/``df.write`` ``.format(name)``. Sends nothing anywhere."""
+    """Register the formats ``beanstalk``, ``gearman``, ``workq`` and ``qless`` with ``spark``,
+    for ``spark.read``/``readStream``/``df.write`` ``.format(name)``. Sends nothing anywhere."""
     for source in FORMATS:
         spark.dataSource.register(source)

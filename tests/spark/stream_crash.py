@@ -25,7 +25,8 @@ def main() -> None:
         reader = reader.option(key, value)
 
     def sink(batch: Any, batch_id: int) -> None:
-        ids = [str(row["id"]) for row in batch.select("id").collect()]
+        # The job id is each stream schema's first column (id, or qless's jid).
+        ids = [str(row[0]) for row in batch.select(batch.columns[0]).collect()]
         if not ids:
             return
         with open(outfile, "w") as out:
