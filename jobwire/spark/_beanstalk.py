@@ -135,7 +135,7 @@ class BeanstalkDataSource(DataSource):
         refuse_overwrite(opts, overwrite)
         body, columns = check_schema(opts, schema, COLUMNS)
         settings = Settings.parse(opts)
-        return BeanstalkWriter(settings, body, columns)
+        return BeanstalkWriter(settings, body, columns).recording(opts)
 
     def reader(self, schema: StructType) -> BeanstalkTableReader:
         opts = self._opts()

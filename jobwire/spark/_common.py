@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -42,8 +43,10 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
+from typing_extensions import Self
 
 from jobwire.errors import JobwireError, LocalProtocolError
+from jobwire.events import EventSink, default_worker_id
 
 __all__ = [
     "BODY_COLUMNS",
@@ -249,6 +252,21 @@ class WriteReport(WriterCommitMessage):
             self.ids.append(job_id)
 
 
+class _RecordingReport(WriteReport):
+    """A :class:`WriteReport` that also records a ``put`` event for each job it counts."""
+
+    def record(self, sink: EventSink, system: str, worker: str) -> None:
+        self._sink, self._system, self._worker = sink, system, worker
+
+    def add(self, destination: str, job_id: int | str) -> None:
+        super().add(destination, job_id)
+        self._sink.emit("put", time.time(), self._system, destination, str(job_id), self._worker)
+
+    def plain(self) -> WriteReport:
+        return WriteReport(self.partition, self.jobs, self.destinations, self.ids,
+                           self.report_ids, self.duplicates)
+
+
 _SPARK_TYPES: dict[Any, DataType] = {
     int: LongType(), float: DoubleType(), str: StringType(), bytes: BinaryType(),
     bool: BooleanType(), datetime: TimestampType(), list: ArrayType(StringType(), False),
@@ -407,12 +425,27 @@ class QueueWriter(DataSourceArrowWriter):
         self.body = body
         self.columns = columns
         self.report_ids = report_ids
+        #: Option ``events``: a directory where each task records a ``put`` event per job
+        #: (``jobwire.events``), so that the metrics pipeline knows when each job's wait began.
+        self.events: str | None = None
+
+    def recording(self, opts: Options) -> Self:
+        """Take the ``events`` option (a directory every executor can write to); returns self."""
+        self.events = opts.optional("events")
+        return self
 
     def write(self, iterator: Iterator[Any]) -> WriteReport:
         partition = partition_id()
-        report = WriteReport(partition, report_ids=self.report_ids)
-        self.send(iterator, partition, report)
-        return report
+        if self.events is None:
+            report = WriteReport(partition, report_ids=self.report_ids)
+            self.send(iterator, partition, report)
+            return report
+        with EventSink(self.events, max_buffered=1_000_000) as sink:
+            recording = _RecordingReport(partition, report_ids=self.report_ids)
+            recording.record(sink, self.fmt, default_worker_id())
+            self.send(iterator, partition, recording)
+        # The commit message goes to the driver: without the sink (which cannot be pickled).
+        return recording.plain()
 
     def send(self, batches: Iterator[Any], partition: int, report: WriteReport) -> None:
         """Send the task's rows, filling ``report``.

@@ -118,7 +118,7 @@ class GearmanDataSource(DataSource):
         settings = Settings.parse(opts)
         if settings.function is None and not any(c.name == "function" for c in columns):
             raise opts.error("function", "is required (or a 'function' column)")
-        return GearmanWriter(settings, body, columns)
+        return GearmanWriter(settings, body, columns).recording(opts)
 
     def reader(self, schema: StructType) -> GearmanTableReader:
         opts = self._opts()

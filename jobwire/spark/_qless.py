@@ -356,7 +356,7 @@ class QlessDataSource(DataSource):
         if settings.klass is None and "klass" not in present:
             raise opts.error("klass", "is required (or a 'klass' column): the class a worker "
                              "runs the job with")
-        return QlessWriter(settings, data, columns)
+        return QlessWriter(settings, data, columns).recording(opts)
 
     def reader(self, schema: StructType) -> QlessTableReader:
         opts = self._opts()

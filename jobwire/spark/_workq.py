@@ -174,7 +174,7 @@ class WorkqDataSource(DataSource):
             raise opts.error("name", "a sink adds to one queue (or use a 'name' column)")
         if not settings.names and not any(c.name == "name" for c in columns):
             raise opts.error("name", "is required (or a 'name' column)")
-        return WorkqWriter(settings, body, columns)
+        return WorkqWriter(settings, body, columns).recording(opts)
 
     def reader(self, schema: StructType) -> WorkqTableReader:
         opts = self._opts()
