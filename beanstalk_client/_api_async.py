@@ -55,7 +55,7 @@ from ._stats import (
     parse_server_stats,
     parse_tube_stats,
 )
-from .errors import BulkError
+from .errors import BeanstalkError, BulkError
 
 __all__ = ["AsyncCommands"]
 
@@ -327,11 +327,28 @@ class AsyncCommands:
     async def call_many(
         self, commands: Iterable[Command[Reply]], *, window: int = DEFAULT_WINDOW
     ) -> list[Reply | JobwireError]:
-        """Send any commands pipelined (at most ``window`` in flight); return each one's reply
-        event, or the error it got, in order. Every reply is read, so the connection stays in
-        step whatever failed."""
+        """Send any commands pipelined (at most ``window`` in flight); return, in order, each
+        one's reply event, or the :class:`BeanstalkError` its reply turned into (``NotFound``,
+        ``TimedOut`` ...). Every reply is read, so the connection stays in step whatever the
+        server refused.
+
+        Raises:
+            BulkError: some commands got no reply: the connection failed or broke the protocol
+                (``ConnectionLost``, ``RemoteProtocolError``: sent, maybe carried out), a wait
+                ran out (``OperationTimeout``), or they were never sent (``NotSent``).
+                ``.results`` holds every command's entry as this method would have returned
+                it, the exception for those.
+            LocalProtocolError: the first command is invalid (nothing sent).
+        """
         pendings = await self._call_many(commands, window)
-        return [p.error if p.error is not None else p.result() for p in pendings]
+        results: list[Reply | JobwireError] = [
+            p.error if p.error is not None else p.result() for p in pendings
+        ]
+        if any(isinstance(r, JobwireError) and not isinstance(r, BeanstalkError)
+               for r in results):
+            error = BulkError(results)
+            raise error from error.error
+        return results
 
     # -- helpers -------------------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from collections.abc import Callable
 
 from jobwire._buffer import LineTooLong
 from jobwire._core import ConnectionState, InOrderClientCore
+from jobwire._numbers import parse_uint
 from jobwire.errors import LocalProtocolError, RemoteProtocolError
 
 from ._commands import MAX_LINE, Command, Quit, validate_tube
@@ -61,10 +62,7 @@ DEFAULT_MAX_BODY_SIZE = 64 * 1024 * 1024
 
 
 def _int(raw: bytes) -> int:
-    # bytes.isdigit() is ASCII-only; int() alone would accept " 1", "+1", "1_0".
-    if not raw.isdigit() or len(raw) > 20:
-        raise RemoteProtocolError(f"expected an unsigned integer, got {raw[:40]!r}")
-    return int(raw)
+    return parse_uint(raw, "a number in the reply")
 
 
 def _no_args(reply: Reply) -> Callable[[Command[Reply], bytes], Reply]:

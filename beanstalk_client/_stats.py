@@ -9,9 +9,9 @@ pair of surrounding double quotes stripped, except under keys known to be numeri
 
 from __future__ import annotations
 
-import re
 from typing import Final, TypedDict, cast
 
+from jobwire._numbers import parse_decimal, parse_uint
 from jobwire.errors import RemoteProtocolError
 
 __all__ = [
@@ -71,8 +71,6 @@ JOB_KEYS: Final = tuple(JobStats.__annotations__)
 TUBE_KEYS: Final = tuple(TubeStats.__annotations__)
 SERVER_KEYS: Final = tuple(ServerStats.__annotations__)
 _FLOAT_KEYS: Final = frozenset({"rusage-utime", "rusage-stime"})
-_INT = re.compile(r"[0-9]+")
-_FLOAT = re.compile(r"[0-9]+(\.[0-9]+)?")
 
 
 def _numeric(keys: dict[str, type]) -> frozenset[str]:
@@ -117,11 +115,9 @@ def parse_dict(data: bytes, numeric: frozenset[str]) -> dict[str, StatsValue]:
             else:
                 raise RemoteProtocolError(f"stats line without 'key: value': {line[:60]!r}")
         value = _unquote(value)
-        if key in numeric:
-            pattern = _FLOAT if key in _FLOAT_KEYS else _INT
-            if pattern.fullmatch(value) is None:  # int() would take "+5", " 3", "1_0"
-                raise RemoteProtocolError(f"stats key {key!r} is not a number: {value!r}")
-            out[key] = float(value) if key in _FLOAT_KEYS else int(value)
+        if key in numeric:  # strictly: int() would take "+5", " 3", "1_0", 5000 digits
+            what = f"stats key {key!r}"
+            out[key] = parse_decimal(value, what) if key in _FLOAT_KEYS else parse_uint(value, what)
         else:
             out[key] = value
     return out

@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import TypeVar
 
 from jobwire._pending import Pending as BasePending
+from jobwire._streams import SSLOption, tls_context
 from jobwire._transport import AsyncTransport
 from jobwire._url import Address, AddressLike, UnixAddress, resolve_address
 
@@ -47,9 +48,14 @@ class AsyncClient(AsyncCommands):
             and its reply is dropped when it comes.
         connect_timeout: seconds to connect (default: ``timeout``).
         max_body_size: largest job body or stats document accepted from the server.
+        ssl: TLS: ``True`` (the default context: certificate and host name checked) or an
+            ``ssl.SSLContext``; ``None``/``False``: plain. A refused certificate raises
+            ``jobwire.TLSError``; there is never a plaintext fallback.
+        server_hostname: the name the server's certificate must carry (default: the host).
 
     Raises:
-        TypeError, InvalidAddress: ``address`` is not a server address (nothing is sent).
+        TypeError, InvalidAddress: ``address`` is not a server address, or ``ssl`` is not a
+            bool or an ``ssl.SSLContext`` (TypeError); nothing is sent.
     """
 
     def __init__(
@@ -61,6 +67,8 @@ class AsyncClient(AsyncCommands):
         timeout: float | None = 10.0,
         connect_timeout: float | None = None,
         max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+        ssl: SSLOption = None,
+        server_hostname: str | None = None,
     ) -> None:
         self.address: Address = (
             UnixAddress(unix_path)
@@ -69,9 +77,13 @@ class AsyncClient(AsyncCommands):
         )
         self.timeout = timeout
         self.connect_timeout = timeout if connect_timeout is None else connect_timeout
+        #: The TLS context of ``ssl=`` (``None``: plain TCP).
+        self.ssl_context = tls_context(ssl)
+        self.server_hostname = server_hostname
         self._session = Session(max_body_size=max_body_size)
         self._transport = AsyncTransport(
-            self.address, self._session, connect_timeout=self.connect_timeout
+            self.address, self._session, connect_timeout=self.connect_timeout,
+            ssl=self.ssl_context, server_hostname=server_hostname,
         )
 
     @classmethod
@@ -89,6 +101,7 @@ class AsyncClient(AsyncCommands):
 
         Raises:
             ConnectFailed: the server cannot be reached.
+            TLSError: the TLS handshake failed or the server's certificate was refused.
             ConnectionLost: the client was closed.
         """
         # Never reconnects silently: the server would forget this connection's use/watch.

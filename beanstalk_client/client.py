@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from types import TracebackType
 from typing import TypeVar
 
+from jobwire._streams import SSLOption, tls_context
 from jobwire._transport import Transport
 from jobwire._url import Address, AddressLike, UnixAddress, resolve_address
 
@@ -41,10 +42,16 @@ class Client(Commands):
             the connection.
         connect_timeout: seconds to connect (default: ``timeout``).
         max_body_size: largest job body or stats document accepted from the server.
+        ssl: TLS: ``True`` (the default context: certificate and host name checked) or an
+            ``ssl.SSLContext``; ``None``/``False``: plain. A refused certificate raises
+            ``jobwire.TLSError``; there is never a plaintext fallback.
+        server_hostname: the name the server's certificate must carry (default: the host).
 
     Raises:
-        TypeError, InvalidAddress: ``address`` is not a server address.
+        TypeError, InvalidAddress: ``address`` is not a server address, or ``ssl`` is not a
+            bool or an ``ssl.SSLContext`` (TypeError).
         ConnectFailed: the server cannot be reached.
+        TLSError: the TLS handshake failed or the server's certificate was refused.
     """
 
     def __init__(
@@ -56,6 +63,8 @@ class Client(Commands):
         timeout: float | None = 10.0,
         connect_timeout: float | None = None,
         max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+        ssl: SSLOption = None,
+        server_hostname: str | None = None,
     ) -> None:
         self.address: Address = (
             UnixAddress(unix_path)
@@ -63,12 +72,17 @@ class Client(Commands):
             else resolve_address(address, port, scheme="beanstalk", default_port=DEFAULT_PORT)
         )
         self.timeout = timeout
+        #: The TLS context of ``ssl=`` (``None``: plain TCP).
+        self.ssl_context = tls_context(ssl)
+        self.server_hostname = server_hostname
         self._session = Session(max_body_size=max_body_size)
         self._transport = Transport(
             self.address,
             self._session,
             timeout=timeout,
             connect_timeout=timeout if connect_timeout is None else connect_timeout,
+            ssl=self.ssl_context,
+            server_hostname=server_hostname,
         )
         self._transport.connect()
 
@@ -80,6 +94,7 @@ class Client(Commands):
         Raises:
             InvalidAddress: the URL is not one of those forms.
             ConnectFailed: the server cannot be reached.
+            TLSError: the TLS handshake failed or the certificate was refused.
         """
         return cls(url, **kwargs)  # type: ignore[arg-type]
 

@@ -16,12 +16,15 @@ server is sloppy and strict where it matters:
   code gives :class:`AdminError` with an empty ``code`` and the whole text; ``OK [text]`` a
   success;
 * a line is at most :data:`MAX_LINE` bytes, so a peer that never sends ``\\n`` cannot grow memory
-  without bound.
+  without bound; a list reply is at most ``max_list_lines`` lines and ``max_list_size`` bytes
+  (:data:`MAX_LIST_LINES`, :data:`MAX_LIST_SIZE`), so a peer that never sends the final ``.``
+  cannot either: past a cap the connection raises ``RemoteProtocolError`` at once.
 
 Commands are sent ending in ``\\r\\n``, as gearadmin sends them: gearmand 1.1.20 stores ``create
 function nf\\n`` as the function ``n`` (it drops the character before the ``\\n``), and
-``nf\\r\\n`` as ``nf``. Names sent in commands may not contain whitespace or NUL: a function
-named ``"x\\nshutdown"`` would otherwise run a second command (command injection).
+``nf\\r\\n`` as ``nf``. Names sent in commands may not contain whitespace or control
+characters: a function named ``"x\\nshutdown"`` would otherwise run a second command (command
+injection). The binary protocol refuses the same in function names (``_packets.check_name``).
 """
 
 from __future__ import annotations
@@ -32,12 +35,15 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from jobwire._buffer import ReceiveBuffer
+from jobwire._numbers import parse_int, parse_uint
 from jobwire.errors import JobwireError, LocalProtocolError, RemoteProtocolError
 
 from ._events import NEED_DATA, ConnectionClosed, NeedData
 
 __all__ = [
     "MAX_LINE",
+    "MAX_LIST_LINES",
+    "MAX_LIST_SIZE",
     "AdminCommand",
     "AdminConnection",
     "AdminError",
@@ -70,6 +76,11 @@ __all__ = [
 
 #: Longest admin line accepted (either direction), terminator included.
 MAX_LINE = 1 << 16
+#: Most lines accepted in one list reply by default (``show jobs`` of a million jobs).
+MAX_LIST_LINES = 1_000_000
+#: Most bytes accepted in one list reply by default, line ends included (``show jobs`` lines
+#: of gearmand 1.1.20 are about 25 bytes: over 600,000 jobs).
+MAX_LIST_SIZE = 16 * 1024 * 1024
 
 
 class LineTooLong(RemoteProtocolError):
@@ -109,8 +120,10 @@ def _check_word(value: str, what: str) -> str:
         raise LocalProtocolError(f"{what} must be a str, got {type(value).__name__}")
     if not value:
         raise LocalProtocolError(f"{what} must not be empty")
-    if any(c.isspace() or c == "\0" for c in value):
-        raise LocalProtocolError(f"{what} must not contain whitespace or NUL: {value[:40]!r}")
+    if any(c.isspace() or c < " " or c == "\x7f" for c in value):
+        raise LocalProtocolError(
+            f"{what} must not contain whitespace or control characters: {value[:40]!r}"
+        )
     if len(value.encode()) > 1024:
         raise LocalProtocolError(f"{what} is too long")
     return value
@@ -327,14 +340,27 @@ class AdminConnection:
     Replies come in the order of the commands; each is parsed according to its command (a list
     until ``.``, or a single ``OK``/``ERR`` line; a list command answered ``ERR ...`` gives
     :class:`AdminError`).
+
+    Args:
+        max_list_lines: most lines accepted in one list reply.
+        max_list_size: most bytes accepted in one list reply (line ends included).
+        A list that goes past either before its ``.`` raises ``RemoteProtocolError``.
     """
 
-    __slots__ = ("_buf", "_eof", "_error", "_lines", "_waiting", "state")
+    __slots__ = (
+        "_buf", "_eof", "_error", "_lines", "_size", "_waiting", "max_list_lines",
+        "max_list_size", "state",
+    )
 
-    def __init__(self) -> None:
+    def __init__(
+        self, *, max_list_lines: int = MAX_LIST_LINES, max_list_size: int = MAX_LIST_SIZE
+    ) -> None:
+        self.max_list_lines = max_list_lines
+        self.max_list_size = max_list_size
         self._buf = ReceiveBuffer()
         self._waiting: deque[AdminCommand] = deque()
         self._lines: list[bytes] = []
+        self._size = 0  # bytes of ``_lines``, line ends included
         self._eof = False
         self._error: JobwireError | None = None
         self.state = _State.OPEN
@@ -343,8 +369,8 @@ class AdminConnection:
         """Validate and encode ``command``.
 
         Raises:
-            LocalProtocolError: a name with whitespace or NUL, a bad maxqueue size, or the
-                connection is closed or poisoned.
+            LocalProtocolError: a name with whitespace or control characters, a bad maxqueue
+                size, or the connection is closed or poisoned.
         """
         if self._error is not None:
             raise type(self._error)(str(self._error))
@@ -366,8 +392,9 @@ class AdminConnection:
         :data:`NEED_DATA`.
 
         Raises:
-            RemoteProtocolError: a line too long, a reply nobody asked for, or a line that is
-                neither OK nor ERR. The connection is poisoned.
+            RemoteProtocolError: a line too long, a list past ``max_list_lines`` or
+                ``max_list_size``, a reply nobody asked for, or a line that is neither OK nor
+                ERR. The connection is poisoned.
         """
         if self._error is not None:
             raise type(self._error)(str(self._error))
@@ -399,19 +426,23 @@ class AdminConnection:
                 return command, _parse_single(line)
             if line == b".":
                 self._waiting.popleft()
-                lines, self._lines = tuple(self._lines), []
+                lines, self._lines, self._size = tuple(self._lines), [], 0
                 return command, AdminList(lines)
+            self._size += len(line) + 1
+            if len(self._lines) >= self.max_list_lines or self._size > self.max_list_size:
+                raise RemoteProtocolError(
+                    f"{' '.join(command.words())} reply goes on past max_list_lines="
+                    f"{self.max_list_lines} or max_list_size={self.max_list_size} bytes "
+                    "without its final '.'"
+                )
             self._lines.append(line)
 
 
 # -- typed records for the list replies ---------------------------------------------------------
 
 
-def _num(raw: str, line: bytes) -> int:
-    body = raw[1:] if raw[:1] == "-" else raw
-    if not body.isascii() or not body.isdigit():
-        raise RemoteProtocolError(f"expected a number in admin line {line[:80]!r}")
-    return int(raw)
+def _num(raw: bytes, line: bytes) -> int:
+    return parse_int(raw, f"a number in admin line {line[:80]!r}")
 
 
 def _text(raw: bytes) -> str:
@@ -495,21 +526,21 @@ def parse_workers(lines: tuple[bytes, ...]) -> list[WorkerInfo]:
     Raises:
         RemoteProtocolError: an entry without ``FD IP ID :``.
     """
-    entries: list[bytes] = []
+    pieces: list[list[bytes]] = []
     for line in lines:
-        if entries and not _entry_start(line):
-            entries[-1] += b"\n" + line
+        if pieces and not _entry_start(line):
+            pieces[-1].append(line)  # joined once below: linear however many lines
         else:
-            entries.append(line)
+            pieces.append([line])
     out = []
-    for entry in entries:
+    for entry in map(b"\n".join, pieces):
         fd, _, rest = entry.partition(b" ")
         address, _, rest = rest.partition(b" ")
         cut = _separator(rest)
-        if not fd.isdigit() or not address or cut < 0:
+        if not address or cut < 0:
             raise RemoteProtocolError(f"bad workers line {entry[:80]!r}")
         functions = rest[cut + 2 :].split(b" ")
-        out.append(WorkerInfo(int(fd), _text(address), _text(rest[:cut]),
+        out.append(WorkerInfo(parse_uint(fd, "a workers fd"), _text(address), _text(rest[:cut]),
                               tuple(_text(f) for f in functions if f)))
     return out
 
@@ -520,7 +551,7 @@ def _tabbed(lines: tuple[bytes, ...], columns: int, what: str) -> list[tuple[str
         parts = line.rsplit(b"\t", columns - 1)
         if len(parts) != columns:
             raise RemoteProtocolError(f"bad {what} line {line[:80]!r}")
-        out.append((_text(parts[0]), [_num(_text(p), line) for p in parts[1:]]))
+        out.append((_text(parts[0]), [_num(p, line) for p in parts[1:]]))
     return out
 
 
@@ -541,6 +572,6 @@ def parse_jobs(lines: tuple[bytes, ...]) -> list[JobInfo]:
         parts = line.split(b"\t")
         if len(parts) != 4:
             raise RemoteProtocolError(f"bad show jobs line {line[:80]!r}")
-        retries, ignore, queued = (_num(_text(p), line) for p in parts[1:])
+        retries, ignore, queued = (_num(p, line) for p in parts[1:])
         out.append(JobInfo(parts[0], retries, bool(ignore), bool(queued)))
     return out

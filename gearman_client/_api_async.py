@@ -24,7 +24,9 @@ from types import EllipsisType
 from typing import Any
 
 from jobwire._backoff import Backoff
+from jobwire._numbers import parse_uint
 from jobwire._pending import Pending
+from jobwire._streams import SSLOption, tls_context
 from jobwire._url import (
     Address,
     AddressLike,
@@ -35,9 +37,12 @@ from jobwire._url import (
 )
 from jobwire.errors import (
     ConnectFailed,
+    ConnectionLost,
     JobwireConnectionError,
     LocalProtocolError,
+    NotSent,
     RemoteProtocolError,
+    TLSError,
 )
 
 from . import _admin as adm
@@ -45,7 +50,7 @@ from . import _packets as pk
 from ._backends import AsyncBackend, AsyncTransport
 from ._packets import Priority
 from ._session import AdminSession, GearmanSession, JobTracker, Update
-from .errors import BulkSubmitError, GearmanError, ServerError
+from .errors import BulkSubmitError, ServerError
 
 __all__ = ["AsyncAdmin", "AsyncClient", "JobStatus", "as_bytes"]
 
@@ -112,6 +117,24 @@ def _tracking(
     return then
 
 
+def _bulk_packet(
+    job: tuple[str | bytes, str | bytes], priority: Priority, background: bool
+) -> pk.Packet:
+    """The submit packet of one job of a bulk call, checked (nothing is sent for a bad one).
+
+    Raises:
+        LocalProtocolError: not a ``(function, data)`` pair, or an invalid function or data.
+    """
+    try:
+        function, data = job
+    except (TypeError, ValueError):
+        raise LocalProtocolError(f"a job must be a (function, data) pair, got {job!r}") from None
+    packet = pk.submit_packet(as_bytes(function, "function"), as_bytes(data, "data"),
+                              priority=priority, background=background)
+    packet.validate()
+    return packet
+
+
 ServersLike = AddressLike | Sequence[AddressLike]
 
 
@@ -144,6 +167,7 @@ class _ServerSlot:
         self.session: GearmanSession | None = None
         self.backoff = Backoff(base=0.05, cap=5.0)
         self.retry_at = 0.0
+        self.failure: JobwireConnectionError | None = None  # why it is backing off
         self.lock = AsyncBackend.new_lock()  # one connect at a time per server
 
 
@@ -153,10 +177,13 @@ class _Pool:
     def __init__(
         self, servers: list[Address], *, timeout: float | None,
         connect_timeout: float | None, max_body_size: int, exceptions: bool,
+        ssl: SSLOption = None, server_hostname: str | None = None,
     ) -> None:
         self.servers = [_ServerSlot(a) for a in servers]
         self.timeout = timeout
         self.connect_timeout = timeout if connect_timeout is None else connect_timeout
+        self.ssl_context = tls_context(ssl)  # one context for every server
+        self.server_hostname = server_hostname
         self.max_body_size = max_body_size
         self.exceptions = exceptions
         self._next = 0
@@ -211,18 +238,25 @@ class _Pool:
             return server.transport, server.session
         now = AsyncBackend.monotonic()
         if now < server.retry_at:
-            raise ConnectFailed(f"{server.address} is backing off after a failure")
+            # The same kind of error as the failure (a refused certificate stays a TLSError).
+            kind = TLSError if isinstance(server.failure, TLSError) else ConnectFailed
+            raise kind(f"{server.address} is backing off after a failure: {server.failure}")
         session = GearmanSession(max_body_size=self.max_body_size)
-        transport = AsyncTransport(server.address, session, connect_timeout=self.connect_timeout)
+        transport = AsyncTransport(
+            server.address, session, connect_timeout=self.connect_timeout,
+            ssl=self.ssl_context, server_hostname=self.server_hostname,
+        )
         try:
             await transport.connect()
             if self.exceptions:
                 session.request(pk.OptionReq(b"exceptions"))
                 await transport.flush()
-        except JobwireConnectionError:
+        except JobwireConnectionError as exc:
             server.retry_at = AsyncBackend.monotonic() + server.backoff.next_delay()
+            server.failure = exc
             raise
         server.backoff.reset()
+        server.failure = None
         server.transport, server.session = transport, session
         return transport, session
 
@@ -238,14 +272,24 @@ class _Pool:
     async def pick_server(
         self, route: bytes | None
     ) -> tuple[_ServerSlot, AsyncTransport, GearmanSession]:
-        """As :meth:`pick`, also saying which server answered."""
+        """As :meth:`pick`, also saying which server answered.
+
+        Raises:
+            ConnectFailed: no server could be reached; ``TLSError`` (a ``ConnectFailed``) when
+                one of them refused TLS (its certificate, host name or handshake).
+        """
         error: Exception | None = None
+        refused: TLSError | None = None
         for server in self.order(route):
             try:
                 transport, session = await self.connect(server)
                 return server, transport, session
             except JobwireConnectionError as exc:
                 error = exc
+                if isinstance(exc, TLSError):
+                    refused = exc
+        if refused is not None:
+            raise TLSError(f"no Gearman server reachable: {refused}") from refused
         raise ConnectFailed(f"no Gearman server reachable: {error}")
 
     async def aclose(self) -> None:
@@ -267,6 +311,12 @@ class AsyncClient:
         timeout: seconds an answer may take (``None``: no limit); each call may override it.
         connect_timeout: seconds to connect (default: ``timeout``).
         max_body_size: largest packet accepted from a server (64 MiB).
+        ssl: TLS: ``True`` (the default context: certificate and host name checked) or an
+            ``ssl.SSLContext``, the same for every server; ``None``/``False``: plain. A refused
+            certificate raises ``jobwire.TLSError`` (a ``ConnectFailed``) on the call that
+            connects; there is never a plaintext fallback.
+        server_hostname: the name the server's certificate must carry (default: the host of
+            each server).
 
     The ``exceptions`` option is requested on each connection, so a worker's WORK_EXCEPTION
     arrives as :class:`~gearman_client.errors.JobException` (not a bare ``JobFailed``).
@@ -279,18 +329,23 @@ class AsyncClient:
     now wins (about 1/n), all to itself. Jobs without a unique id go round-robin.
 
     Raises:
-        TypeError, InvalidAddress: ``servers`` is not a server address or a list of them.
+        TypeError, InvalidAddress: ``servers`` is not a server address or a list of them, or
+            ``ssl`` is not a bool or an ``ssl.SSLContext`` (TypeError).
     """
 
     def __init__(
         self, servers: ServersLike = "127.0.0.1:4730", port: int | None = None, *,
         timeout: float | None = 10.0, connect_timeout: float | None = None,
         max_body_size: int = pk.DEFAULT_MAX_BODY_SIZE,
+        ssl: SSLOption = None, server_hostname: str | None = None,
     ) -> None:
         self.timeout = timeout
         self._pool = _Pool(_addresses(servers, port), timeout=timeout,
                            connect_timeout=connect_timeout, max_body_size=max_body_size,
-                           exceptions=True)
+                           exceptions=True, ssl=ssl, server_hostname=server_hostname)
+        #: The TLS context of ``ssl=`` (``None``: plain TCP), and the name asked for.
+        self.ssl_context = self._pool.ssl_context
+        self.server_hostname = server_hostname
         # Which server created a handle (for get_status), most recent last, bounded.
         self._handles: OrderedDict[bytes, _ServerSlot] = OrderedDict()
 
@@ -402,35 +457,30 @@ class AsyncClient:
         unanswered submits on one connection; returns the handles in order.
 
         Raises:
-            BulkSubmitError: some submits were refused; ``.results`` has, per job, its handle
-                or its error (every other job is queued).
-            LocalProtocolError: an invalid job (raised before it is sent; the earlier ones
-                may be queued).
-            OperationTimeout, ConnectFailed, ConnectionLost.
+            LocalProtocolError: an invalid job (every job is checked before any is sent).
+            BulkSubmitError: some jobs were not queued (a :class:`jobwire.errors.BulkError`):
+                ``.results`` has, per job, its handle or its exception: the server's refusal
+                (``QueueFull``, ``ServerError``: the jobs after it are still sent), or, when the
+                connection failed or ``timeout`` ran out, ``ConnectionLost`` /
+                ``OperationTimeout`` for the jobs sent and unanswered (they may be queued) and
+                ``NotSent`` for the others.
+            ConnectFailed: no server could be reached (nothing sent).
         """
         if window < 1:
             raise LocalProtocolError("window must be >= 1")
+        packets = [_bulk_packet(job, priority, True) for job in jobs]
         limit = self._limit(timeout)
         server, transport, session = await self._pool.pick_server(None)
-
-        def submit(job: tuple[str | bytes, str | bytes]) -> Pending[Any]:
-            function, data = job
-            return session.request(pk.submit_packet(
-                as_bytes(function, "function"), as_bytes(data, "data"), priority=priority,
-                background=True,
-            ))
-
-        pendings = await transport.pipeline(submit, jobs, window, limit)
-        results: list[bytes | ServerError] = []
+        pendings = await transport.pipeline(session.request, packets, window, limit)
+        results: list[object] = []
         for pending in pendings:
-            if isinstance(pending.error, ServerError):
+            if pending.error is not None:
                 results.append(pending.error)
                 continue
             handle: bytes = pending.result().handle
             self._remember(handle, server)
             results.append(handle)
-        if any(isinstance(r, ServerError) for r in results):
-            raise BulkSubmitError(results)
+        BulkSubmitError.check(results)
         return results  # type: ignore[return-value]
 
     async def submit_many(
@@ -444,20 +494,25 @@ class AsyncClient:
         ``timeout`` bounds each wait for the oldest job still running.
 
         Raises:
-            BulkSubmitError: some jobs failed or were refused; ``.results`` has, per job, its
-                result or its error (JobFailed, JobException, ServerError).
-            LocalProtocolError, OperationTimeout, ConnectFailed, ConnectionLost.
+            LocalProtocolError: an invalid job (every job is checked before any is sent).
+            BulkSubmitError: some jobs failed (a :class:`jobwire.errors.BulkError`):
+                ``.results`` has, per job, its result or its exception: ``JobFailed``,
+                ``JobException``, ``ServerError``; when the connection failed,
+                ``ConnectionLost`` for the jobs sent (they may run) and ``NotSent`` for the
+                others.
+            OperationTimeout: a wait ran out (the jobs may still run).
+            ConnectFailed: no server could be reached (nothing sent).
         """
         if window < 1:
             raise LocalProtocolError("window must be >= 1")
+        packets = [_bulk_packet(job, priority, False) for job in jobs]
         limit = self._limit(timeout)
         transport, session = await self._pool.pick(None)
         results: list[Pending[bytes]] = []
         oldest = 0
+        lost: JobwireConnectionError | None = None
         try:
-            for function, data in jobs:
-                packet = pk.submit_packet(as_bytes(function, "function"), as_bytes(data, "data"),
-                                          priority=priority)
+            for packet in packets:
                 while len(results) - oldest >= window:
                     if not results[oldest].done:
                         await transport.flush()
@@ -470,17 +525,20 @@ class AsyncClient:
             for result in results[oldest:]:
                 if not result.done:
                     await transport.wait_done(result, limit)
+        except JobwireConnectionError as exc:  # the connection failed: the rest is not sent
+            session.drop_trackers(results)
+            lost = exc
         except BaseException:
             session.drop_trackers(results)
             raise
-        outcome: list[bytes | GearmanError] = []
+        outcome: list[object] = []
         for result in results:
-            error = result.error
-            if error is not None and not isinstance(error, GearmanError):
-                raise error  # the connection failed: not a per-job outcome
-            outcome.append(error if error is not None else result.result())
-        if any(isinstance(r, GearmanError) for r in outcome):
-            raise BulkSubmitError(outcome)
+            if not result.done:
+                outcome.append(ConnectionLost(f"no answer: {lost}"))
+            else:
+                outcome.append(result.error if result.error is not None else result.result())
+        outcome += [NotSent(f"not sent: {lost}") for _ in packets[len(results):]]
+        BulkSubmitError.check(outcome)
         return outcome  # type: ignore[return-value]
 
     async def submit_reduce(
@@ -574,7 +632,7 @@ class AsyncAdmin:
     ``ServerError`` (the server answered ``ERR CODE text``; ``.code``, ``.text``),
     ``RemoteProtocolError`` (an answer that does not parse), ``OperationTimeout`` (no answer
     within ``timeout``), ``ConnectFailed`` / ``ConnectionLost``; and ``LocalProtocolError``,
-    before anything is sent, for a name with whitespace or NUL.
+    before anything is sent, for a name with whitespace or control characters.
 
     Args:
         address: the server, in any form of the collection's address rule (``"host:port"``,
@@ -582,23 +640,39 @@ class AsyncAdmin:
         port: the port, when ``address`` is a bare host.
         timeout: seconds an answer may take.
         connect_timeout: seconds to connect (default: ``timeout``).
+        max_list_lines: most lines accepted in one list answer (``workers``, ``status``,
+            ``show jobs`` ...; default 1,000,000).
+        max_list_size: most bytes accepted in one list answer (default 16 MiB). A list that
+            goes past either before its final ``.`` raises ``RemoteProtocolError`` and closes
+            the connection (later calls raise ``ConnectionLost``: open a new ``Admin``).
+        ssl: TLS: ``True`` (the default context: certificate and host name checked) or an
+            ``ssl.SSLContext``; ``None``/``False``: plain. A refused certificate raises
+            ``jobwire.TLSError`` (a ``ConnectFailed``) on connect; there is never a plaintext
+            fallback.
+        server_hostname: the name the server's certificate must carry (default: the host).
 
     Raises:
-        TypeError, InvalidAddress: ``address`` is not one server address.
+        TypeError, InvalidAddress: ``address`` is not one server address, or ``ssl`` is not a
+            bool or an ``ssl.SSLContext`` (TypeError).
     """
 
     def __init__(
         self, address: AddressLike = "127.0.0.1:4730", port: int | None = None, *,
         timeout: float | None = 10.0, connect_timeout: float | None = None,
+        max_list_lines: int = adm.MAX_LIST_LINES, max_list_size: int = adm.MAX_LIST_SIZE,
+        ssl: SSLOption = None, server_hostname: str | None = None,
     ) -> None:
         addresses = _addresses(address, port)
         if len(addresses) != 1:
             raise InvalidAddress(f"{address!r}: an admin connection talks to one server")
         self.timeout = timeout
-        self._session = AdminSession()
+        #: The TLS context of ``ssl=`` (``None``: plain TCP), and the name asked for.
+        self.ssl_context = tls_context(ssl)
+        self.server_hostname = server_hostname
+        self._session = AdminSession(max_list_lines=max_list_lines, max_list_size=max_list_size)
         self._transport = AsyncTransport(
             addresses[0], self._session, connect_timeout=timeout if connect_timeout is None
-            else connect_timeout,
+            else connect_timeout, ssl=self.ssl_context, server_hostname=server_hostname,
         )
 
     async def __aenter__(self) -> AsyncAdmin:
@@ -684,10 +758,7 @@ class AsyncAdmin:
 
     async def getpid(self) -> int:
         """``getpid``: the server's process id."""
-        text = await self._ok(adm.GetPid())
-        if not text.isdigit():
-            raise RemoteProtocolError(f"getpid answered {text!r}")
-        return int(text)
+        return parse_uint(await self._ok(adm.GetPid()), "the pid getpid answered")
 
     async def verbose(self) -> str:
         """``verbose``: the log level name."""

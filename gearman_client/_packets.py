@@ -11,7 +11,8 @@ Why it is shaped like this:
   :class:`PacketDecoder`), so the 42 layouts are declared once and cannot drift between the
   client, worker and server roles, which all use the same classes.
 * Validation happens on the send path (:meth:`Packet.validate`: function names non-empty without
-  NUL, unique ids at most 63 bytes without NUL, handles at most 64 bytes); the parse path only
+  whitespace or control bytes, unique ids at most 63 bytes without control bytes, handles at
+  most 64 bytes); the parse path only
   checks framing, so a server's odd but well-framed value is still delivered.
 * The decoder sits on :class:`jobwire._buffer.ReceiveBuffer` (a ``bytearray``): a 64 MiB body
   arriving in 256 KiB reads costs one append per read, never a ``bytes +=`` copy of everything so
@@ -23,12 +24,14 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import re
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar, TypeVar
 
 from jobwire._buffer import ReceiveBuffer
+from jobwire._numbers import parse_int
 from jobwire.errors import LocalProtocolError, RemoteProtocolError
 
 __all__ = [
@@ -127,11 +130,7 @@ def _dec_bytes(raw: bytes) -> bytes:
 
 
 def _dec_int(raw: bytes) -> int:
-    # bytes.isdigit() is ASCII-only; int() alone would accept " 1", "+1", "1_0".
-    body = raw[1:] if raw[:1] == b"-" else raw
-    if not body.isdigit() or len(body) > 20:
-        raise RemoteProtocolError(f"expected an integer argument, got {raw[:40]!r}")
-    return int(raw)
+    return parse_int(raw, "an integer argument")
 
 
 def _dec_bool(raw: bytes) -> bool:
@@ -161,24 +160,38 @@ _CODECS: dict[str, tuple[Callable[[bytes], object], Callable[..., bytes]]] = {
 }
 
 
+#: Bytes a function name may not hold: whitespace and controls (NUL ends it on the wire; TAB
+#: and LF would forge lines of gearmand's ``status``, and a name holding ``\n.\n`` would end
+#: that list early; a space makes ``workers`` list two functions).
+_NOT_IN_NAME = re.compile(rb"[\x00-\x20\x7f]")
+#: Bytes a unique id may not hold: controls (``show unique jobs`` lists one per line).
+_NOT_IN_UNIQUE = re.compile(rb"[\x00-\x1f\x7f]")
+
+
 def check_name(value: bytes, what: str) -> None:
-    """A function name: non-empty, no NUL (it is NUL-terminated on the wire)."""
+    """A function name: non-empty, no whitespace or control bytes (gearmand lists names
+    verbatim in ``status``, ``prioritystatus`` and ``workers``: a tab or newline in one would
+    forge rows there)."""
     if not isinstance(value, bytes):
         raise LocalProtocolError(f"{what} must be bytes, got {type(value).__name__}")
     if not value:
         raise LocalProtocolError(f"{what} must not be empty")
-    if b"\0" in value:
-        raise LocalProtocolError(f"{what} must not contain NUL: {value[:40]!r}")
+    if _NOT_IN_NAME.search(value):
+        raise LocalProtocolError(
+            f"{what} must not contain whitespace or control bytes: {value[:40]!r}"
+        )
 
 
 def check_unique(value: bytes) -> None:
-    """A unique id: at most 63 bytes, no NUL (empty means "no unique": never coalesced)."""
+    """A unique id: at most 63 bytes, no control bytes (NUL, TAB, CR, LF ...: gearmand lists
+    uniques verbatim, one per line, in ``show unique jobs``); empty means "no unique": never
+    coalesced."""
     if not isinstance(value, bytes):
         raise LocalProtocolError(f"unique must be bytes, got {type(value).__name__}")
     if len(value) > MAX_UNIQUE:
         raise LocalProtocolError(f"unique is {len(value)} bytes, at most {MAX_UNIQUE} allowed")
-    if b"\0" in value:
-        raise LocalProtocolError(f"unique must not contain NUL: {value[:40]!r}")
+    if _NOT_IN_UNIQUE.search(value):
+        raise LocalProtocolError(f"unique must not contain control bytes: {value[:40]!r}")
 
 
 def check_handle(value: bytes) -> None:
@@ -246,8 +259,9 @@ class Packet:
         """Check every argument before sending.
 
         Raises:
-            LocalProtocolError: a name is empty or has a NUL, a unique id is over 63 bytes, a
-                handle over 64, a number negative, or a non-final argument contains NUL.
+            LocalProtocolError: a name is empty or has whitespace or a control byte, a unique
+                id is over 63 bytes or has a control byte, a handle is over 64 bytes, a number
+                is negative, or a non-final argument contains NUL.
         """
         n = len(self._FIELDS)
         for i, (name, kind) in enumerate(zip(self._FIELDS, self._KINDS, strict=True)):
@@ -342,8 +356,9 @@ class Submit(Packet):
     def validate(self) -> None:
         f, u = self.function, self.unique
         if (
-            type(f) is bytes and f and b"\0" not in f and type(u) is bytes
-            and len(u) <= MAX_UNIQUE and b"\0" not in u and type(self.data) is bytes
+            type(f) is bytes and f and _NOT_IN_NAME.search(f) is None and type(u) is bytes
+            and len(u) <= MAX_UNIQUE and (not u or _NOT_IN_UNIQUE.search(u) is None)
+            and type(self.data) is bytes
         ):
             return
         Packet.validate(self)

@@ -156,9 +156,11 @@ class AdminSession(FifoSession[Pending[Any]]):
 
     closed_event = ConnectionClosed
 
-    def __init__(self) -> None:
+    def __init__(
+        self, *, max_list_lines: int = adm.MAX_LIST_LINES, max_list_size: int = adm.MAX_LIST_SIZE
+    ) -> None:
         super().__init__()
-        self.conn = adm.AdminConnection()
+        self.conn = adm.AdminConnection(max_list_lines=max_list_lines, max_list_size=max_list_size)
 
     def request(self, command: adm.AdminCommand) -> Pending[adm.AdminReply]:
         """Queue ``command``; return the Pending its answer completes.

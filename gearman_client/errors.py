@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from jobwire.errors import BulkError as _BulkError
 from jobwire.errors import JobwireError
 
 __all__ = [
@@ -52,14 +53,17 @@ class JobException(GearmanError):
         self.data = data
 
 
-class BulkSubmitError(GearmanError):
-    """Some jobs of a bulk call failed. ``results`` holds, in order, each job's outcome: its
-    handle (background) or result (foreground), or the :class:`GearmanError` it ended with."""
+class BulkSubmitError(_BulkError, GearmanError):
+    """Some jobs of a bulk call (``submit_background_many``, ``submit_many``) failed: the
+    collection's :class:`jobwire.errors.BulkError`, also a :class:`GearmanError`.
 
-    def __init__(self, results: list[bytes | ServerError] | list[bytes | GearmanError]) -> None:
-        failed = [r for r in results if isinstance(r, GearmanError)]
-        super().__init__(f"{len(failed)} of {len(results)} jobs failed, first: {failed[0]}")
-        self.results: list[bytes | GearmanError] = list(results)
+    ``results`` holds, in order, each job's outcome: its handle (background) or result
+    (foreground), or the exception it ended with: a :class:`GearmanError` (``QueueFull``,
+    ``JobFailed`` ...) is the job's own; ``ConnectionLost`` means it was sent and no answer
+    came (it may be queued or running); :class:`~jobwire.errors.NotSent`: never sent. ``error``
+    is the first of those exceptions, ``index`` its job, ``done`` the ``(index, outcome)`` of
+    the jobs that succeeded.
+    """
 
 
 def server_error(code: bytes, text: bytes) -> ServerError:

@@ -92,8 +92,9 @@ class NotSent(JobwireError):
 
 
 class BulkError(JobwireError):
-    """A bulk call (``put_many``, ``delete_many``, ``add_many``, ``submit_background_many`` ...)
-    did not succeed for every item. Raised ``from`` :attr:`error`.
+    """A bulk call (``put_many``, ``delete_many``, ``add_many``, ``submit_background_many``,
+    ``submit_many``; ``call_many`` when a command got no reply) did not succeed for every item.
+    Raised ``from`` :attr:`error`.
 
     Attributes:
         results: one entry per item, in order: its result (what the call returns for it), or

@@ -21,6 +21,12 @@ Why it is shaped like this:
 * A ``-CLIENT-ERROR`` to a command that carried a data block may leave the server reading that
   block as a new command and sending a second error (NOTES.md): the reply is returned, then the
   connection reports ``ConnectionClosed`` and refuses new commands. Open a new connection.
+* What a hostile server can make the client hold is bounded: an ``inspect`` reply may announce
+  no more records than the command asked for (1, or its ``limit``), a record no more than
+  ``max_fields`` keys (:data:`MAX_FIELDS`) and no more than ``max_record_size`` bytes of keys
+  and values (:data:`MAX_RECORD_SIZE`: a 1 MiB payload and room to spare); a reply past any of
+  these raises ``RemoteProtocolError`` as soon as it is announced or read, before more of it is
+  buffered. Each field is looked at once: the work is linear in what the server sends.
 * EOF is ``receive_data(b"")``; ``next_event()`` then returns ``ConnectionClosed`` saying how many
   commands were left unanswered and whether a reply was cut short.
 """
@@ -31,6 +37,7 @@ import enum
 
 from jobwire._buffer import LineTooLong
 from jobwire._core import ConnectionState, InOrderClientCore
+from jobwire._numbers import parse_uint
 from jobwire.errors import RemoteProtocolError
 
 from ._commands import MAX_PAYLOAD, Command, Shape
@@ -48,10 +55,15 @@ from ._events import (
     Reply,
 )
 
-__all__ = ["MAX_LINE", "Connection", "ConnectionState"]
+__all__ = ["MAX_FIELDS", "MAX_LINE", "MAX_RECORD_SIZE", "Connection", "ConnectionState"]
 
 #: Longest reply line accepted (data blocks are read by length and are not lines).
 MAX_LINE = 65536
+#: Most keys accepted in one ``inspect`` record by default (Workq 0.2.0 sends 2 to 14).
+MAX_FIELDS = 256
+#: Most bytes of keys and values accepted in one ``inspect`` record by default: a job's
+#: largest payload and 64 KiB for its other keys (a real one needs well under 1 KiB).
+MAX_RECORD_SIZE = MAX_PAYLOAD + 65536
 _ERRORS = {kind.value.encode(): kind for kind in ErrorKind}
 
 
@@ -63,13 +75,6 @@ class _Step(enum.Enum):
     FIELD = 4  # an inspect record's "<key> <value>" line
 
 
-def _uint(raw: bytes, what: str) -> int:
-    # bytes.isdigit() is ASCII-only; int() alone would accept " 1", "+1", "1_0".
-    if not raw.isdigit() or len(raw) > 20:
-        raise RemoteProtocolError(f"expected an unsigned integer for {what}, got {raw[:40]!r}")
-    return int(raw)
-
-
 def _ascii(raw: bytes, what: str) -> str:
     if not raw or not raw.isascii() or b" " in raw:
         raise RemoteProtocolError(f"bad {what}: {raw[:60]!r}")
@@ -77,26 +82,46 @@ def _ascii(raw: bytes, what: str) -> str:
 
 
 class Connection(InOrderClientCore):
-    """The client role of one Workq connection. Not thread-safe; no I/O of its own."""
+    """The client role of one Workq connection. Not thread-safe; no I/O of its own.
+
+    Args:
+        max_fields: most keys accepted in one ``inspect`` record.
+        max_record_size: most bytes of keys and values accepted in one ``inspect`` record.
+        A record past either is a ``RemoteProtocolError`` (see the module docstring).
+    """
 
     __slots__ = (
         "_count",
+        "_data_size",
         "_fields",
         "_head",
         "_payload_size",
         "_record",
+        "_record_size",
         "_records",
+        "_started",
         "_step",
+        "_ttr",
+        "max_fields",
+        "max_record_size",
     )
 
-    def __init__(self) -> None:
+    def __init__(
+        self, *, max_fields: int = MAX_FIELDS, max_record_size: int = MAX_RECORD_SIZE
+    ) -> None:
         super().__init__()
+        self.max_fields = max_fields
+        self.max_record_size = max_record_size
         self._step = _Step.START
         self._head: tuple[bytes, ...] = ()  # fields of a lease/result head line
+        self._data_size = 0  # size of the data block after that line
+        self._ttr = 0  # a lease's TTR from that line
         self._count = 0  # inspect records still to read
         self._records: list[Record] = []
         self._record: tuple[str, int] = ("", 0)  # key and announced count of the current one
         self._fields: list[tuple[str, bytes]] = []
+        self._record_size = 0  # bytes of keys and values in ``_fields``
+        self._started = False  # ``_fields`` holds a "started" key (the server record's last)
         self._payload_size: int | None = None  # a "payload" value of this size comes next
 
     def send(self, command: Command) -> bytes:
@@ -192,7 +217,7 @@ class Connection(InOrderClientCore):
             return self._finish(OK)
         if not line.startswith(b"+OK "):
             raise RemoteProtocolError(f"{line[:60]!r} cannot answer {command.verb!r}")
-        count = _uint(line[4:], "reply count")
+        count = parse_uint(line[4:], "reply count")
         shape = command.shape
         if shape is Shape.OK:
             raise RemoteProtocolError(
@@ -203,6 +228,12 @@ class Connection(InOrderClientCore):
         if shape in (Shape.RESULT, Shape.LEASE):
             self._step = _Step.HEAD
             return None
+        # inspect job/queue name one record; jobs, scheduled-jobs and queues at most ``limit``.
+        most: int = getattr(command, "limit", 1)
+        if count > most:
+            raise RemoteProtocolError(
+                f"{command.verb} asked for at most {most} records, the reply announces {count}"
+            )
         self._count = count
         self._records = []
         if count == 0:
@@ -221,16 +252,17 @@ class Connection(InOrderClientCore):
                 raise RemoteProtocolError(f"bad success flag {parts[1][:20]!r}")
         else:
             _ascii(parts[1], "job name")
-            _uint(parts[2], "ttr")
-        size = _uint(parts[-1], "data size")
+            self._ttr = parse_uint(parts[2], "ttr")
+        size = parse_uint(parts[-1], "data size")
         if size > MAX_PAYLOAD:
             raise RemoteProtocolError(f"data block of {size} bytes announced, over {MAX_PAYLOAD}")
         self._head = parts
+        self._data_size = size
         self._step = _Step.BODY
 
     def _read_body(self) -> Reply | ConnectionClosed | NeedData:
         parts = self._head
-        size = int(parts[-1])
+        size = self._data_size
         chunk = self._buffer.extract_exactly(size + 2)
         if chunk is None:
             return self._need()
@@ -240,21 +272,46 @@ class Connection(InOrderClientCore):
         job_id = parts[0].decode("ascii")
         if len(parts) == 3:
             return self._finish(JobResult(job_id, parts[1] == b"1", data))
-        return self._finish(Leased(job_id, parts[1].decode("ascii"), int(parts[2]), data))
+        return self._finish(Leased(job_id, parts[1].decode("ascii"), self._ttr, data))
 
     def _read_record_head(self, line: bytes) -> Reply | None:
         key, _, raw_count = line.partition(b" ")
-        self._record = (_ascii(key, "record key"), _uint(raw_count, "key count"))
+        name, announced = _ascii(key, "record key"), parse_uint(raw_count, "key count")
+        if announced > self.max_fields:
+            raise RemoteProtocolError(
+                f"record {name[:40]!r} announces {announced} keys, over max_fields="
+                f"{self.max_fields}"
+            )
+        self._record = (name, announced)
         self._fields = []
+        self._record_size = 0
+        self._started = False
         self._payload_size = None
         self._step = _Step.FIELD
+        return self._end_record_if_done()
+
+    def _add_field(self, name: str, value: bytes) -> Reply | None:
+        """Keep one field (within the caps) and end the record if it was the last."""
+        if len(self._fields) >= self.max_fields:
+            raise RemoteProtocolError(
+                f"record {self._record[0][:40]!r} goes on past max_fields={self.max_fields} keys"
+            )
+        self._record_size += len(name) + len(value)
+        if self._record_size > self.max_record_size:
+            raise RemoteProtocolError(
+                f"record {self._record[0][:40]!r} goes on past max_record_size="
+                f"{self.max_record_size} bytes"
+            )
+        self._fields.append((name, value))
+        if name == "started":
+            self._started = True
         return self._end_record_if_done()
 
     def _end_record_if_done(self) -> Reply | None:
         key, announced = self._record
         if len(self._fields) < announced:
             return None
-        if self._pending[0].shape is Shape.SERVER and all(k != "started" for k, _ in self._fields):
+        if self._pending[0].shape is Shape.SERVER and not self._started:
             # Workq 0.2.0 announces 2 keys and sends 3: read on until "started", unless the
             # next reply has already begun.
             nxt = self._buffer.peek(1)
@@ -296,9 +353,8 @@ class Connection(InOrderClientCore):
                     return self._need()
                 if not chunk.endswith(b"\r\n"):
                     raise RemoteProtocolError(f"payload of {size} bytes not followed by CRLF")
-                self._fields.append(("payload", chunk[8:-2]))
                 self._payload_size = None
-                return self._end_record_if_done()
+                return self._add_field("payload", chunk[8:-2])
         line = self._line()
         if line is None:
             return self._need()
@@ -307,10 +363,15 @@ class Connection(InOrderClientCore):
             raise RemoteProtocolError(f"bad key line {line[:80]!r}")
         name = _ascii(raw_key, "key")
         if name == "payload-size":
-            self._payload_size = _uint(value, "payload-size")
-            if self._payload_size > MAX_PAYLOAD:
-                raise RemoteProtocolError(f"payload-size {self._payload_size} over {MAX_PAYLOAD}")
+            size = parse_uint(value, "payload-size")
+            if size > MAX_PAYLOAD:
+                raise RemoteProtocolError(f"payload-size {size} over {MAX_PAYLOAD}")
+            if self._record_size + len(name) + len(value) + 7 + size > self.max_record_size:
+                raise RemoteProtocolError(
+                    f"record {self._record[0][:40]!r} with a {size}-byte payload would go past "
+                    f"max_record_size={self.max_record_size} bytes"
+                )
+            self._payload_size = size
         elif name == "payload":
             raise RemoteProtocolError("payload value without a payload-size before it")
-        self._fields.append((name, value))
-        return self._end_record_if_done()
+        return self._add_field(name, value)

@@ -11,6 +11,7 @@ import enum
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from jobwire._numbers import parse_int
 from jobwire.errors import RemoteProtocolError
 
 from ._commands import parse_time
@@ -114,11 +115,7 @@ def _fields(record: Record, needed: tuple[str, ...]) -> tuple[dict[str, bytes], 
 
 
 def _int(values: dict[str, bytes], key: str) -> int:
-    raw = values[key]
-    digits = raw[1:] if raw[:1] == b"-" else raw
-    if not digits.isdigit() or len(digits) > 20:
-        raise RemoteProtocolError(f"{key} is not an integer: {raw[:40]!r}")
-    return int(raw)
+    return parse_int(values[key], key)
 
 
 def _time(values: dict[str, bytes], key: str) -> datetime:

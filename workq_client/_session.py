@@ -27,7 +27,7 @@ from jobwire._session import FifoSession
 
 from ._commands import Command, Lease, Run
 from ._events import ConnectionClosed, ErrorReply, Leased, Reply
-from ._protocol import Connection
+from ._protocol import MAX_FIELDS, MAX_RECORD_SIZE, Connection
 from .errors import error_for
 
 __all__ = ["LeaseDesk", "WorkqSession"]
@@ -96,14 +96,19 @@ class WorkqSession(FifoSession[Pending[Reply]]):
 
     Args:
         desk: the client's :class:`LeaseDesk` (a new one when not given).
+        max_fields, max_record_size: the core's caps on one ``inspect`` record
+            (:class:`~workq_client._protocol.Connection`).
     """
 
     __slots__ = ("_busy_until", "conn", "desk", "leases_out")
     closed_event = ConnectionClosed
 
-    def __init__(self, desk: LeaseDesk | None = None) -> None:
+    def __init__(
+        self, desk: LeaseDesk | None = None, max_fields: int = MAX_FIELDS,
+        max_record_size: int = MAX_RECORD_SIZE,
+    ) -> None:
         super().__init__()
-        self.conn = Connection()
+        self.conn = Connection(max_fields=max_fields, max_record_size=max_record_size)
         self.desk = desk if desk is not None else LeaseDesk()
         #: ``lease`` commands sent whose reply has not come (their jobs are still to be read).
         self.leases_out = 0

@@ -31,6 +31,7 @@ from types import TracebackType
 import anyio
 
 from jobwire._pending import Pending
+from jobwire._streams import SSLOption, tls_context
 from jobwire._transport import AsyncTransport
 from jobwire._url import AddressLike, resolve_address
 from jobwire.errors import ConnectionLost
@@ -38,6 +39,7 @@ from jobwire.errors import ConnectionLost
 from ._api_async import AsyncCommands
 from ._commands import Command, Lease
 from ._events import Reply
+from ._protocol import MAX_FIELDS, MAX_RECORD_SIZE
 from ._session import WorkqSession
 
 __all__ = ["DEFAULT_PORT", "AsyncClient"]
@@ -63,9 +65,18 @@ class AsyncClient(AsyncCommands):
             sent before it on the connection); ``None`` for no limit. Running out
             raises ``OperationTimeout``; the late reply is dropped.
         connect_timeout: seconds to connect (default: ``timeout``).
+        max_fields: most keys accepted in one ``inspect`` record (default 256).
+        max_record_size: most bytes of keys and values accepted in one ``inspect`` record
+            (default 1 MiB + 64 KiB). A reply past either cap, or announcing more records than
+            the command asked for, raises ``RemoteProtocolError`` and closes the connection.
+        ssl: TLS: ``True`` (the default context: certificate and host name checked) or an
+            ``ssl.SSLContext``; ``None``/``False``: plain. Reconnects use it too. A refused
+            certificate raises ``jobwire.TLSError``; there is never a plaintext fallback.
+        server_hostname: the name the server's certificate must carry (default: the host).
 
     Raises:
-        TypeError, InvalidAddress: ``address`` is not a server address (nothing is sent).
+        TypeError, InvalidAddress: ``address`` is not a server address, or ``ssl`` is not a
+            bool or an ``ssl.SSLContext`` (TypeError); nothing is sent.
     """
 
     def __init__(
@@ -75,20 +86,32 @@ class AsyncClient(AsyncCommands):
         *,
         timeout: float | None = 10.0,
         connect_timeout: float | None = None,
+        max_fields: int = MAX_FIELDS,
+        max_record_size: int = MAX_RECORD_SIZE,
+        ssl: SSLOption = None,
+        server_hostname: str | None = None,
     ) -> None:
         self.address = resolve_address(
             address, port, scheme="workq", default_port=DEFAULT_PORT, unix=False
         )
         self.timeout = timeout
         self.connect_timeout = timeout if connect_timeout is None else connect_timeout
-        self._session = WorkqSession()
-        self._transport = AsyncTransport(
-            self.address, self._session, connect_timeout=self.connect_timeout
-        )
+        self._caps = (max_fields, max_record_size)
+        #: The TLS context of ``ssl=`` (``None``: plain TCP), for every connection it opens.
+        self.ssl_context = tls_context(ssl)
+        self.server_hostname = server_hostname
+        self._session = WorkqSession(None, *self._caps)
+        self._transport = self._new_transport()
         self._lock: anyio.Lock | None = None
         self._closed = False
         #: How many connections this client has opened (reconnects included).
         self.connections = 0
+
+    def _new_transport(self) -> AsyncTransport:
+        return AsyncTransport(
+            self.address, self._session, connect_timeout=self.connect_timeout,
+            ssl=self.ssl_context, server_hostname=self.server_hostname,
+        )
 
     @classmethod
     def from_url(cls, url: str, **kwargs: object) -> AsyncClient:
@@ -104,6 +127,7 @@ class AsyncClient(AsyncCommands):
 
         Raises:
             ConnectFailed: the server cannot be reached.
+            TLSError: the TLS handshake failed or the server's certificate was refused.
             ConnectionLost: the client was closed.
         """
         if self._closed:
@@ -116,10 +140,8 @@ class AsyncClient(AsyncCommands):
             if self._closed:
                 raise ConnectionLost("client is closed")
             if self._transport.closed:  # broken: start over on a new connection
-                self._session = WorkqSession(self._session.desk)
-                self._transport = AsyncTransport(
-                    self.address, self._session, connect_timeout=self.connect_timeout
-                )
+                self._session = WorkqSession(self._session.desk, *self._caps)
+                self._transport = self._new_transport()
             if not self._transport.connected:
                 await self._transport.connect()
                 self.connections += 1

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from types import TracebackType
 
 from jobwire._pending import Pending
+from jobwire._streams import SSLOption, tls_context
 from jobwire._transport import Transport
 from jobwire._url import AddressLike, resolve_address
 from jobwire.errors import ConnectionLost
@@ -20,6 +21,7 @@ from jobwire.errors import ConnectionLost
 from ._api_sync import Commands
 from ._commands import Command
 from ._events import Reply
+from ._protocol import MAX_FIELDS, MAX_RECORD_SIZE
 from ._session import WorkqSession
 
 __all__ = ["Client"]
@@ -40,9 +42,20 @@ class Client(Commands):
             sent before it on the connection); ``None`` for no limit. Running out
             raises ``OperationTimeout`` and closes the connection (the next call reopens it).
         connect_timeout: seconds to connect (default: ``timeout``).
+        max_fields: most keys accepted in one ``inspect`` record (default 256).
+        max_record_size: most bytes of keys and values accepted in one ``inspect`` record
+            (default 1 MiB + 64 KiB). A reply past either cap, or announcing more records than
+            the command asked for, raises ``RemoteProtocolError`` and closes the connection.
+        ssl: TLS: ``True`` (the default context: certificate and host name checked) or an
+            ``ssl.SSLContext``; ``None``/``False``: plain. Reconnects use it too. A refused
+            certificate raises ``jobwire.TLSError``; there is never a plaintext fallback.
+        server_hostname: the name the server's certificate must carry (default: the host).
 
     Raises:
+        TypeError, InvalidAddress: ``address`` is not a server address, or ``ssl`` is not a
+            bool or an ``ssl.SSLContext`` (TypeError).
         ConnectFailed: the server cannot be reached.
+        TLSError: the TLS handshake failed or the server's certificate was refused.
     """
 
     def __init__(
@@ -52,12 +65,20 @@ class Client(Commands):
         *,
         timeout: float | None = 10.0,
         connect_timeout: float | None = None,
+        max_fields: int = MAX_FIELDS,
+        max_record_size: int = MAX_RECORD_SIZE,
+        ssl: SSLOption = None,
+        server_hostname: str | None = None,
     ) -> None:
         self.address = resolve_address(
             address, port, scheme="workq", default_port=DEFAULT_PORT, unix=False
         )
         self.timeout = timeout
         self.connect_timeout = timeout if connect_timeout is None else connect_timeout
+        self._caps = (max_fields, max_record_size)
+        #: The TLS context of ``ssl=`` (``None``: plain TCP), for every connection it opens.
+        self.ssl_context = tls_context(ssl)
+        self.server_hostname = server_hostname
         self._closed = False
         #: How many connections this client has opened (reconnects included).
         self.connections = 0
@@ -66,10 +87,11 @@ class Client(Commands):
     def _open(self) -> None:
         # The lease desk outlives connections: a leased job may be finished on any of them.
         old: WorkqSession | None = getattr(self, "_session", None)
-        self._session = WorkqSession(old.desk if old is not None else None)
+        self._session = WorkqSession(old.desk if old is not None else None, *self._caps)
         self._transport = Transport(
             self.address, self._session, timeout=self.timeout,
-            connect_timeout=self.connect_timeout,
+            connect_timeout=self.connect_timeout, ssl=self.ssl_context,
+            server_hostname=self.server_hostname,
         )
         self._transport.connect()
         self.connections += 1
@@ -81,6 +103,7 @@ class Client(Commands):
         Raises:
             InvalidAddress: the URL is not of that form.
             ConnectFailed: the server cannot be reached.
+            TLSError: the TLS handshake failed or the certificate was refused.
         """
         return cls(url, **kwargs)  # type: ignore[arg-type]
 
