@@ -301,6 +301,15 @@ class ServerConnection:
         """True once the client has closed its sending side."""
         return self._eof
 
+    @property
+    def partial(self) -> bool:
+        """True while part of a command is held: a line without its end, a ``put`` awaiting
+        its body, an over-long line or a too-big body being dropped (the server's line
+        timeout runs meanwhile)."""
+        return bool(
+            self._buffer or self._put is not None or self._discard or self._discarding_line
+        )
+
     def send(self, reply: Reply) -> bytes:
         """The bytes of ``reply``."""
         return reply.encode()

@@ -63,6 +63,12 @@ class ServerConnection:
         else:
             self._eof = True
 
+    @property
+    def partial(self) -> bool:
+        """True while part of a request (a packet or an admin line) is buffered (the server's
+        line timeout runs meanwhile)."""
+        return self._decoder.buffered > 0
+
     def next_event(self) -> Packet | AdminLine | WrongMagic | ConnectionClosed | NeedData:
         """The next request from what is buffered.
 

@@ -1,30 +1,85 @@
-"""What the bundled servers share: the timer task, the accept loop, socket tuning, and the
-per-connection loop of a protocol served strictly in order.
+"""What the bundled servers share: the timer task, the accept loop, the limits that protect
+them from misbehaving clients, TLS, and the per-connection loop of a protocol served strictly
+in order.
 
 Each protocol's server keeps its decisions in a pure state module (no awaits, the clock passed
 in) and its framing in its Sans-IO core; this module only moves time and connections to them.
+Connections are jobwire's own async streams (``_streams.AsyncStream``, ``AsyncTLSStream`` for
+TLS) on the accepted non-blocking sockets, on asyncio and trio alike.
+
+What protects a server from its clients (the same in all three):
+
+* **Back-pressure.** A connection is read only when its task asks for bytes (the stream has no
+  read-ahead), and its replies are sent before more of its input is read once they pass
+  :data:`OUTPUT_CAP` bytes, the send waiting until the kernel took them. A client that sends
+  and never reads therefore stops being read (TCP pushes back on it), as with beanstalkd,
+  instead of growing the server's memory without bound. (anyio's asyncio socket streams read
+  ahead without limit until their first wait for data: that is why they are not used here.)
+* **Limits** (:class:`~jobwire._listen.Limits`; all off by default, as in beanstalkd and
+  gearmand): a connection limit (one over it is accepted and closed at once), an idle timeout
+  and a per-command ("line") timeout.
+* **TLS** (:func:`~jobwire._listen.server_tls_context`): the handshake runs in the connection's
+  own task, under a deadline, so a plaintext or silent client costs one task for a few
+  seconds at most; a plaintext client is disconnected when its first bytes fail the handshake.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import socket
-from collections.abc import Awaitable, Callable, Coroutine
+import ssl
+import time
+from collections.abc import Callable, Coroutine
 from typing import Any, Final, Protocol
 
 import anyio
 import anyio.abc
-from anyio.abc import SocketAttribute
 
 from ._events import NEED_DATA
+from ._listen import Limits
+from ._streams import _TLS, AsyncStream, AsyncTLSStream
+from ._url import Address, TCPAddress, UnixAddress
+from .errors import JobwireConnectionError
 
 __all__ = [
-    "CLOSE", "InOrderConnection", "Scheduler", "WaitingConn", "accept_loop", "peer_name", "tune",
+    "BROKEN", "CLOSE", "OUTPUT_CAP", "Gate", "InOrderConnection", "Scheduler", "ServeConnection",
+    "TimedOut", "WaitingConn", "accept_loop", "close_listening", "drop_unread",
+    "next_partial_since", "peer_name", "receive_within", "send_within",
 ]
 
 #: How long to pause accepting after the system refused a connection (EMFILE, ENFILE ...).
 RETRY_ACCEPT_AFTER = 0.1
+#: Connections accepted at most per wake-up of the accept loop (the others wait their turn).
+ACCEPT_BATCH = 64
+#: Replies held for one connection before they are sent and the sending waited for (the
+#: back-pressure point): a client that never reads costs the server about this much, plus
+#: one reply and one read.
+OUTPUT_CAP = 1 << 18
+#: The longest a TLS handshake may take (shorter with a smaller idle or line timeout).
+TLS_HANDSHAKE_TIMEOUT = 10.0
+
+#: What serves one accepted connection (it must never raise but cancellation).
+ServeConnection = Callable[[AsyncStream], Coroutine[Any, Any, None]]
+#: What breaks a connection: the socket failed, or the peer reset it.
+BROKEN = (JobwireConnectionError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
+
+
+class TimedOut(Exception):
+    """A connection ran over its idle or line timeout (:class:`~jobwire._listen.Limits`)."""
+
+
+class _ServerTLS(_TLS):
+    """The server side of :class:`~jobwire._streams._TLS` (no host name: it is the client
+    that checks the certificate)."""
+
+    __slots__ = ()
+
+    def __init__(self, context: ssl.SSLContext) -> None:  # replaces the client-side setup
+        self.incoming = ssl.MemoryBIO()
+        self.outgoing = ssl.MemoryBIO()
+        self.obj = context.wrap_bio(self.incoming, self.outgoing, server_side=True)
 
 
 class Scheduler:
@@ -71,48 +126,210 @@ class Scheduler:
                     await self._wakeup.wait()
 
 
-def peer_name(stream: anyio.abc.ByteStream) -> str:
-    """``host:port`` of the peer, ``unix`` for a unix socket, ``?`` when unknown."""
-    try:
-        addr = stream.extra(SocketAttribute.remote_address)
-    except (anyio.TypedAttributeLookupError, OSError):
-        return "?"
-    if isinstance(addr, tuple):
-        return f"{addr[0]}:{addr[1]}"
-    return str(addr) or "unix"
+def peer_name(stream: AsyncStream) -> str:
+    """``host:port`` of the peer, ``unix`` for a unix socket."""
+    address = stream.address
+    return str(address) if isinstance(address, TCPAddress) else "unix"
 
 
-def tune(stream: anyio.abc.ByteStream) -> None:
+def _peer_address(listening: socket.socket, peer: Any) -> Address:
+    if isinstance(peer, tuple):
+        return TCPAddress(str(peer[0]), int(peer[1]))
+    return UnixAddress(str(listening.getsockname()))
+
+
+class Gate:
+    """What an accepted connection passes before it is served: the connection limit, then
+    (in the connection's own task) the TLS handshake when the server has a TLS context.
+
+    One gate serves every listening socket of a server, so the limit counts all of its
+    connections.
+    """
+
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        self.limits = limits or Limits()
+        self.ssl_context = ssl_context
+        self.logger = logger or logging.getLogger(__name__)
+        #: Connections being served (or handshaking) now.
+        self.active = 0
+        timeouts = [t for t in (self.limits.idle_timeout, self.limits.line_timeout) if t]
+        self.handshake_timeout = min([TLS_HANDSHAKE_TIMEOUT, *timeouts])
+
+    def admit(self) -> bool:
+        """Count a new connection in; False (and nothing counted) when the limit is reached."""
+        limit = self.limits.max_connections
+        if limit is not None and self.active >= limit:
+            return False
+        self.active += 1
+        return True
+
+    async def serve(
+        self, sock: socket.socket, address: Address, serve_connection: ServeConnection
+    ) -> None:
+        """Serve an admitted connection (after the TLS handshake, if any) and count it out at
+        the end. A failed or overdue handshake closes the connection. Never raises but
+        cancellation."""
+        try:
+            if self.ssl_context is None:
+                stream = AsyncStream(sock, address)
+            else:
+                tls = AsyncTLSStream(sock, address, _ServerTLS(self.ssl_context))
+                if not await self._handshake(tls):
+                    return
+                stream = tls
+            await serve_connection(stream)
+        finally:
+            sock.close()  # already closed unless something failed before serving
+            self.active -= 1
+
+    async def _handshake(self, stream: AsyncTLSStream) -> bool:
+        failure: object = f"no handshake within {self.handshake_timeout} s"
+        with anyio.move_on_after(self.handshake_timeout):
+            try:
+                await stream.handshake()
+                return True
+            except Exception as exc:  # TLSError, a broken socket...: one client's problem
+                failure = exc
+        self.logger.info("connection %s: TLS handshake failed: %s", peer_name(stream), failure)
+        with anyio.CancelScope(shield=True):
+            await stream.aclose()
+        return False
+
+
+def _tune(sock: socket.socket) -> None:
     """TCP_NODELAY on an accepted TCP connection (replies are small and awaited)."""
-    with contextlib.suppress(anyio.TypedAttributeLookupError, OSError):
-        sock = stream.extra(SocketAttribute.raw_socket)
-        if sock.family in (socket.AF_INET, socket.AF_INET6):
+    if sock.family in (socket.AF_INET, socket.AF_INET6):
+        with contextlib.suppress(OSError):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 async def accept_loop(
-    accept: Callable[[], Awaitable[anyio.abc.SocketStream]],
-    serve_connection: Callable[[anyio.abc.SocketStream], Coroutine[Any, Any, None]],
+    listening: socket.socket,
+    serve_connection: ServeConnection,
     tg: anyio.abc.TaskGroup,
     logger: logging.Logger,
+    gate: Gate | None = None,
 ) -> None:
-    """Accept connections until the listener closes, serving each in its own task of ``tg``
-    (tuned first). An accept the system refuses is logged and retried after a pause.
-
-    Raises:
-        anyio.ClosedResourceError, anyio.BrokenResourceError: the listener was closed.
+    """Accept connections on a listening socket (``jobwire._listen``) until it is closed
+    (:func:`close_listening`) or the task is cancelled, serving each in its own task of ``tg``
+    through ``gate``: over its connection limit a connection is closed at once. An accept the
+    system refuses (EMFILE ...) is logged and retried after a pause.
     """
+    gate = gate or Gate(logger=logger)
+    listening.setblocking(False)
     while True:
         try:
-            stream = await accept()
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            raise
-        except OSError as exc:  # EMFILE, ENFILE, ECONNABORTED...: back off, keep serving
-            logger.warning("accept failed: %s", exc)
-            await anyio.sleep(RETRY_ACCEPT_AFTER)
+            await anyio.wait_readable(listening)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, ValueError, OSError):
+            return  # closed under us
+        for _ in range(ACCEPT_BATCH):  # what the kernel has queued, in one wake-up
+            try:
+                sock, peer = listening.accept()
+            except (BlockingIOError, InterruptedError):
+                break  # nothing more queued
+            except ConnectionAbortedError:
+                continue  # the client gave up meanwhile
+            except OSError as exc:  # EMFILE, ENFILE...: back off, keep serving
+                if listening.fileno() < 0:
+                    return
+                logger.warning("accept failed: %s", exc)
+                await anyio.sleep(RETRY_ACCEPT_AFTER)
+                break
+            address = _peer_address(listening, peer)
+            if not gate.admit():
+                logger.info("connection %s refused: %d connections already", address,
+                            gate.active)
+                sock.close()
+                continue
+            sock.setblocking(False)
+            _tune(sock)
+            tg.start_soon(gate.serve, sock, address, serve_connection)
+
+
+def close_listening(listening: socket.socket) -> None:
+    """Close a listening socket that :func:`accept_loop` may be waiting on (it returns)."""
+    if listening.fileno() >= 0:
+        anyio.notify_closing(listening)
+        listening.close()
+
+
+async def receive_within(
+    stream: AsyncStream,
+    limits: Limits,
+    partial_since: float | None,
+    busy: Callable[[], bool] = lambda: False,
+) -> bytes:
+    """The next bytes from ``stream`` (``b""`` at its end), under ``limits``' idle timeout
+    (which does not run out while ``busy()``) and line timeout (counted from
+    ``partial_since``, ``time.monotonic()`` when the incomplete command began to arrive).
+
+    Raises:
+        TimedOut: nothing came for ``idle_timeout``, or the command took over
+            ``line_timeout``.
+        ConnectionLost: the connection broke.
+    """
+    while True:
+        now = time.monotonic()
+        deadline, why = math.inf, ""
+        if limits.idle_timeout is not None:
+            deadline, why = now + limits.idle_timeout, "idle"
+        line = limits.line_timeout
+        if partial_since is not None and line is not None and partial_since + line < deadline:
+            deadline, why = partial_since + line, "line"
+        with anyio.move_on_after(deadline - now):
+            return await stream.receive()
+        if why == "idle" and busy():
             continue
-        tune(stream)
-        tg.start_soon(serve_connection, stream)
+        if why == "idle":
+            raise TimedOut(f"idle for {limits.idle_timeout} s")
+        raise TimedOut(f"a command took over {limits.line_timeout} s to arrive")
+
+
+async def send_within(stream: AsyncStream, data: bytes, limits: Limits | None) -> None:
+    """Send ``data``, waiting until the kernel took it: at most ``limits.idle_timeout``.
+
+    Raises:
+        TimedOut: the client did not take its replies within ``idle_timeout``.
+        ConnectionLost: the connection broke.
+    """
+    if limits is None or limits.idle_timeout is None:
+        await stream.send(data)
+        return
+    with anyio.move_on_after(limits.idle_timeout):
+        await stream.send(data)
+        return
+    raise TimedOut(f"replies not taken for {limits.idle_timeout} s")
+
+
+async def drop_unread(stream: AsyncStream, cap: int = 1 << 20) -> None:
+    """Read and drop what the client has already sent (up to ``cap`` bytes), without waiting
+    for more, before a connection the server ends is closed: closing a socket with unread
+    input makes the kernel reset the connection, and the client may then lose the replies
+    sent just before."""
+    dropped = 0
+    while dropped < cap:
+        with anyio.move_on_after(0) as scope:  # only what is already there
+            try:
+                data = await stream.receive()
+            except BROKEN:
+                return
+        if scope.cancelled_caught or not data:
+            return
+        dropped += len(data)
+
+
+def next_partial_since(partial: bool, answered: bool, since: float | None) -> float | None:
+    """When the command now buffered began to arrive, after a chunk was read and handled:
+    ``None`` when nothing is buffered, now when commands were answered (the rest is a new
+    one) or none was buffered before, else the earlier time."""
+    if not partial:
+        return None
+    return time.monotonic() if answered or since is None else since
 
 
 class WaitingConn(Protocol):
@@ -133,40 +350,49 @@ class InOrderConnection:
     """Serves one client of a protocol that answers a connection's commands strictly in order,
     where some commands wait for an event (a beanstalk ``reserve``, a Workq ``lease``).
 
-    * **One send per read chunk.** Every complete command in a chunk is answered and the replies
-      go out in one ``send``.
+    * **One send per read chunk.** Every complete command in a chunk (up to 64 KiB) is answered
+      and the replies go out in one ``send``.
     * **A waiting command holds the line.** The replies before it are sent; then the socket is
       only watched (up to ``wait_buffer_cap`` bytes are read ahead, then TCP pushes back) until
       the state answers it. The answer cancels the pending read; no data is lost.
+    * **Back-pressure.** Once the replies gathered pass ``output_cap`` bytes they are sent,
+      and the send waits for the kernel to take them, before the next command runs: a client
+      that never reads stops being read instead of growing the server.
     * **A vanished peer** (end of input) is reported to the state at once (``peer_closed``), so
       a waiting command is answered (TIMED_OUT, -TIMEOUT) rather than handed a job.
+    * **Timeouts** (``limits``): a connection that sends nothing for ``idle_timeout`` (and is
+      not :meth:`busy`), that does not take its replies for as long, or whose command takes
+      longer than ``line_timeout`` to arrive, is closed. A waiting command suspends both.
     * **Isolation.** Nothing escapes :meth:`run`: a bug costs one connection, never the server.
 
     Subclasses bind it to their core and state: ``proto``, :meth:`open`, :meth:`answer`,
-    :meth:`peer_closed`, :meth:`close`, and ``clock``.
+    :meth:`peer_closed`, :meth:`close`, ``clock``, and optionally :meth:`busy`.
     """
 
-    #: The protocol's server-role core: ``receive_data(bytes)``, ``next_event()``.
+    #: The protocol's server-role core: ``receive_data(bytes)``, ``next_event()``, and
+    #: ``partial`` (True while part of a command is buffered).
     proto: Any
     #: The state's record of this connection, once :meth:`open` ran.
     conn: WaitingConn
 
     def __init__(
         self,
-        stream: anyio.abc.ByteStream,
+        stream: AsyncStream,
         peer: str,
         *,
         clock: Callable[[], float],
         logger: logging.Logger,
-        read_size: int = 1 << 18,
         wait_buffer_cap: int = 1 << 20,
+        output_cap: int = OUTPUT_CAP,
+        limits: Limits | None = None,
     ) -> None:
         self.stream = stream
         self.peer = peer
         self.clock = clock
         self.logger = logger
-        self._read_size = read_size
         self._wait_buffer_cap = wait_buffer_cap
+        self._output_cap = output_cap
+        self._limits = limits if limits is not None and limits.timed else None
         self._eof = False
 
     # -- what a protocol supplies --------------------------------------------------------------
@@ -188,6 +414,10 @@ class InOrderConnection:
         """Forget the connection (release what it held). Called at least once, maybe twice."""
         raise NotImplementedError
 
+    def busy(self) -> bool:
+        """True while the connection may stay silent without being idle (it holds work)."""
+        return False
+
     # -- the loop ------------------------------------------------------------------------------
 
     async def run(self) -> None:
@@ -198,7 +428,9 @@ class InOrderConnection:
         self.logger.info("open %s", self.peer)
         try:
             await self._serve()
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+        except TimedOut as exc:
+            self.logger.info("connection %s closed: %s", self.peer, exc)
+        except BROKEN as exc:
             self.logger.info("connection %s broke: %r", self.peer, exc)
         except anyio.get_cancelled_exc_class():
             raise
@@ -214,49 +446,79 @@ class InOrderConnection:
             self.logger.info("close %s", self.peer)
 
     async def _receive(self) -> bytes:
-        try:
-            data = await self.stream.receive(self._read_size)
-        except anyio.EndOfStream:
-            data = b""
+        data = await self.stream.receive()
+        self._received(data)
+        return data
+
+    def _received(self, data: bytes) -> None:
         self.proto.receive_data(data)
         if not data:
             self._eof = True
             self.peer_closed(self.clock())
-        return data
+
+    async def _receive_in_time(self, partial_since: float | None) -> None:
+        """:meth:`_receive` under the idle and line timeouts (see :func:`receive_within`).
+
+        Raises:
+            TimedOut: the connection stayed idle, or its command incomplete, for too long.
+        """
+        if self._limits is None:
+            await self._receive()
+            return
+        data = await receive_within(self.stream, self._limits, partial_since, self.busy)
+        self._received(data)
+
+    async def _send(self, data: bytes) -> None:
+        await send_within(self.stream, data, self._limits)
 
     async def _serve(self) -> None:
         proto = self.proto
+        cap = self._output_cap
+        timed = self._limits is not None
+        partial_since: float | None = None
         while True:
             if not self._eof:
-                await self._receive()
+                await self._receive_in_time(partial_since)
             out: list[bytes] = []
+            size = 0
+            answered = False
             while True:
                 event = proto.next_event()
                 if event is NEED_DATA:
                     break
+                answered = True
                 reply = self.answer(event, self.clock())
                 if reply is CLOSE:
                     # Release the connection's jobs before the last send, which yields to the
                     # loop: a command another client sends right after must see it gone.
                     self.close(self.clock())
                     if out:
-                        await self.stream.send(b"".join(out))
+                        await self._send(b"".join(out))
+                    if not self._eof:
+                        await drop_unread(self.stream)
                     return
                 if reply is None:  # it waits: the client gets what came before it now
                     if out:
-                        await self.stream.send(b"".join(out))
-                        out = []
+                        await self._send(b"".join(out))
+                        out, size = [], 0
                     reply = await self._wait()
-                out.append(reply.encode())
+                data = reply.encode()
+                out.append(data)
+                size += len(data)
+                if size >= cap:  # back-pressure: no more commands until these are taken
+                    await self._send(b"".join(out))
+                    out, size = [], 0
             if out:
-                await self.stream.send(b"".join(out))
+                await self._send(b"".join(out))
+            if timed:
+                partial_since = next_partial_since(proto.partial, answered, partial_since)
 
     async def _wait(self) -> Any:
         """Wait for the state to answer this connection's waiting command, watching the socket
         for a vanished peer.
 
         Raises:
-            anyio.BrokenResourceError, OSError: the connection broke while waiting.
+            ConnectionLost: the connection broke while waiting.
         """
         conn = self.conn
         buffered = 0

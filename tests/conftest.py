@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -97,9 +97,15 @@ def server_command(kind: str) -> list[str] | None:
 
 
 def start_server(
-    kind: str, *, max_job_size: int = BIG, unix: bool = False, port: int | None = None
+    kind: str,
+    *,
+    max_job_size: int = BIG,
+    unix: bool = False,
+    port: int | None = None,
+    args: Sequence[str] = (),
 ) -> BeanstalkServer:
-    """Start a server of ``kind``; skip (or fail under REQUIRE_REAL) if beanstalkd is missing."""
+    """Start a server of ``kind``; skip (or fail under REQUIRE_REAL) if beanstalkd is missing.
+    ``args`` are more command-line flags (the bundled server's own, such as ``-c``)."""
     command = server_command(kind)
     if command is None:
         message = "beanstalkd is not installed (apt-get install -y beanstalkd)"
@@ -108,13 +114,13 @@ def start_server(
         pytest.skip(message)
     if unix:
         path = os.path.join(tempfile.mkdtemp(prefix="jobwire-"), "beanstalk.sock")
-        args = [*command, "-l", f"unix:{path}", "-z", str(max_job_size)]
-        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        argv = [*command, "-l", f"unix:{path}", "-z", str(max_job_size), *args]
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         _wait_listening(proc, (socket.AF_UNIX, path), kind)
         return BeanstalkServer(kind, proc, unix_path=path, max_job_size=max_job_size)
     port = port or free_port()
-    args = [*command, "-l", "127.0.0.1", "-p", str(port), "-z", str(max_job_size)]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    argv = [*command, "-l", "127.0.0.1", "-p", str(port), "-z", str(max_job_size), *args]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _wait_listening(proc, (socket.AF_INET, str(port)), kind)
     return BeanstalkServer(kind, proc, port=port, max_job_size=max_job_size)
 

@@ -131,6 +131,13 @@ class ServerConnection:
         """True once the client has closed its sending side."""
         return self._eof
 
+    @property
+    def partial(self) -> bool:
+        """True while part of a command is held: a line without its end, a payload not yet
+        complete, or a rejected payload being dropped (the server's line timeout runs
+        meanwhile)."""
+        return bool(self._buffer or self._payload_cmd is not None or self._discard)
+
     def send(self, reply: Reply) -> bytes:
         """The bytes of ``reply``."""
         return reply.encode()

@@ -5,11 +5,15 @@ ADDR -p PORT -z BYTES`` can run this server unchanged. Flags that only make sens
 server (``-b`` binlog directory, ``-f``/``-F`` fsync policy, ``-u`` user) are accepted and ignored
 with a warning, so those command lines do not break either.
 
+Flags of its own, off by default as beanstalkd has none of them (``jobwire._listen``):
+``-c/--max-connections N``, ``--idle-timeout S``, ``--line-timeout S``, and TLS with
+``--tls-cert FILE --tls-key FILE``.
+
 Why it listens first: beanstalkd listens a few milliseconds after it starts, and test suites
 rely on it (greenstalk's spawns it and connects 0.1 s later, once, with no retry). So this
-module parses the flags, binds and listens with the standard library alone (``_listen.py``),
-and only then imports anyio and the server; a client that connects meanwhile waits in the
-kernel's accept queue and is served a moment later.
+module parses the flags, binds and listens with the standard library alone
+(``jobwire._listen``), and only then imports anyio and the server; a client that connects
+meanwhile waits in the kernel's accept queue and is served a moment later.
 
 Signals as in beanstalkd: SIGUSR1 enters drain mode (``put`` answers DRAINING); SIGTERM and
 SIGINT close every connection and exit with status 0 (also when they come while the server is
@@ -25,9 +29,20 @@ import socket
 import sys
 from collections.abc import Sequence
 from types import FrameType
+from typing import TYPE_CHECKING
+
+from jobwire._listen import (
+    Limits,
+    add_server_arguments,
+    server_options,
+    tcp_sockets,
+    unix_socket,
+)
 
 from . import MAX_JOB_SIZE_LIMIT
-from ._listen import tcp_sockets, unix_socket
+
+if TYPE_CHECKING:
+    import ssl
 
 VERSION_LINE = "beanstalkd 1.12 (jobwire bundled server)"
 DEFAULT_PORT = 11300
@@ -57,6 +72,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="ignored (no binlog)")
     parser.add_argument("-u", dest="user", metavar="USER",
                         help="ignored (does not drop privileges)")
+    add_server_arguments(parser)
     return parser
 
 
@@ -68,7 +84,12 @@ def _signals() -> list[signal.Signals]:
 
 
 async def _run(
-    sockets: list[socket.socket], unix_path: str | None, max_job_size: int, early: list[int]
+    sockets: list[socket.socket],
+    unix_path: str | None,
+    max_job_size: int,
+    early: list[int],
+    limits: Limits,
+    ssl_context: ssl.SSLContext | None,
 ) -> None:
     import logging
 
@@ -79,7 +100,8 @@ async def _run(
     logger = logging.getLogger(PROG)
     with anyio.open_signal_receiver(*_signals()) as signals:
         async with serve_listening(
-            sockets, unix_path=unix_path, max_job_size=max_job_size
+            sockets, unix_path=unix_path, max_job_size=max_job_size, limits=limits,
+            ssl_context=ssl_context,
         ) as server:
 
             def stops(signum: int) -> bool:
@@ -123,6 +145,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: -p must be a port number (0-65535)", file=sys.stderr)
         return 2
     unix_path = args.listen[len("unix:"):] if args.listen.startswith("unix:") else None
+    try:
+        limits, ssl_context = server_options(args)
+    except ValueError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # ssl.SSLError is one
+        print(f"{PROG}: error: cannot load the TLS certificate: {exc}", file=sys.stderr)
+        return 1
 
     # Signals that come before the event loop takes them over are kept, not left to their
     # default action (SIGUSR1's would kill the process).
@@ -147,7 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.verbose:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format=f"{PROG}[%(process)d]: %(message)s")
-    anyio.run(_run, sockets, unix_path, max_job_size, early, backend="asyncio")
+    anyio.run(_run, sockets, unix_path, max_job_size, early, limits, ssl_context,
+              backend="asyncio")
     return 0
 
 

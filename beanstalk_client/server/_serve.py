@@ -6,7 +6,9 @@ Everything that decides anything lives in ``_state.py`` (no awaits) and ``_serve
 * **One send per read chunk.** A connection task reads a chunk, runs every complete command in
   it, and writes all the replies with a single ``send``. Pipelined clients then cost one
   syscall per chunk instead of one per command, which is what keeps pipelined ``put``
-  throughput within reach of the C server.
+  throughput within reach of the C server. Replies past 256 KiB are sent (and their sending
+  waited for) before the next command runs: a client that never reads is not read either,
+  as with beanstalkd, rather than growing the server (``jobwire._serving``).
 * **Strict order per connection.** beanstalkd answers one connection's commands in order and
   reads nothing new while a reserve waits. Here, while a reserve waits, the task flushes the
   replies so far and then only *buffers* what the client sends (up to a cap), so that it can
@@ -19,35 +21,46 @@ Everything that decides anything lives in ``_state.py`` (no awaits) and ``_serve
   having run first.
 * **Isolation.** A connection task never lets an exception out (the task group would take the
   whole server down with it); accept errors such as EMFILE are logged and retried.
+* **Limits and TLS** (``max_connections``, ``idle_timeout``, ``line_timeout``, ``ssl_context``;
+  all off by default, as beanstalkd has none): ``jobwire._serving`` applies them the same way
+  in all three bundled servers.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import socket
+import ssl
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Iterator, Sequence
 
 import anyio
-import anyio.abc
+import anyio.from_thread
 
-from jobwire._serving import CLOSE, InOrderConnection, Scheduler, accept_loop, peer_name
+from jobwire._listen import Limits, close_unix, tcp_sockets, unix_socket
+from jobwire._serving import (
+    CLOSE,
+    Gate,
+    InOrderConnection,
+    Scheduler,
+    ServeConnection,
+    accept_loop,
+    close_listening,
+    peer_name,
+)
+from jobwire._streams import AsyncStream
 from jobwire._url import Address, TCPAddress, UnixAddress
 
 from .._commands import Quit
 from .._events import ConnectionClosed, Reply
 from .._server_protocol import BadRequest, ServerConnection
 from . import MAX_JOB_SIZE_LIMIT
-from ._listen import close_unix, tcp_sockets, unix_socket
 from ._state import ConnState, ServerState
 
 __all__ = ["Server", "run_server", "serve", "serve_listening"]
 
 logger = logging.getLogger("beanstalk_client.server")
-_READ_SIZE = 1 << 18
 # While a reserve waits, buffer at most this much of what the client sends after it.
 _WAIT_BUFFER_CAP = 1 << 20
 
@@ -94,10 +107,12 @@ class _Connection(InOrderConnection):
 
     conn: ConnState
 
-    def __init__(self, stream: anyio.abc.ByteStream, state: ServerState, peer: str) -> None:
+    def __init__(
+        self, stream: AsyncStream, state: ServerState, peer: str, limits: Limits
+    ) -> None:
         super().__init__(
-            stream, peer, clock=time.monotonic, logger=logger, read_size=_READ_SIZE,
-            wait_buffer_cap=_WAIT_BUFFER_CAP,
+            stream, peer, clock=time.monotonic, logger=logger, wait_buffer_cap=_WAIT_BUFFER_CAP,
+            limits=limits,
         )
         self.state = state
         self.proto = ServerConnection(max_job_size=state.max_job_size)
@@ -118,33 +133,13 @@ class _Connection(InOrderConnection):
     def close(self, now: float) -> None:
         self.state.disconnect(self.conn, now)
 
-
-async def _accept_unix(listening: socket.socket) -> anyio.abc.SocketStream:
-    """Accept one unix-socket connection.
-
-    Why not ``anyio.create_unix_listener``: on asyncio its streams register ``Future.set_result``
-    as the reader callback, so a client closing in the same loop iteration as a cancellation
-    (e.g. the server shutting down) makes the loop report ``InvalidStateError``. Waiting with
-    ``anyio.wait_readable`` and wrapping the socket with ``SocketStream.from_socket`` gives the
-    same transport-based stream as TCP connections get, without that race.
-    """
-    while True:
-        await anyio.wait_readable(listening)
-        try:
-            client, _ = listening.accept()
-        except BlockingIOError:
-            continue
-        client.setblocking(False)
-        try:
-            return await anyio.abc.SocketStream.from_socket(client)
-        except BaseException:
-            client.close()
-            raise
+    def busy(self) -> bool:
+        return bool(self.conn.reserved)  # a worker busy with its jobs is not idle
 
 
-def _serving(state: ServerState) -> Callable[[anyio.abc.SocketStream], Coroutine[Any, Any, None]]:
-    async def serve_connection(stream: anyio.abc.SocketStream) -> None:
-        await _Connection(stream, state, peer_name(stream)).run()
+def _serving(state: ServerState, limits: Limits) -> ServeConnection:
+    async def serve_connection(stream: AsyncStream) -> None:
+        await _Connection(stream, state, peer_name(stream), limits).run()
 
     return serve_connection
 
@@ -156,6 +151,10 @@ async def serve(
     *,
     unix_path: str | None = None,
     max_job_size: int = 65535,
+    max_connections: int | None = None,
+    idle_timeout: float | None = None,
+    line_timeout: float | None = None,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> AsyncIterator[Server]:
     """Run a beanstalkd 1.12-compatible server while the ``async with`` block runs.
 
@@ -166,59 +165,70 @@ async def serve(
         unix_path: listen on this unix socket instead of TCP (a stale socket file there is
             replaced; the file is removed on exit).
         max_job_size: the largest job body ``put`` accepts, 0 to 1 GiB (beanstalkd's ``-z``).
+        max_connections: connections served at once; one more is accepted and closed at once.
+        idle_timeout: close a connection that sends nothing (and takes no replies) for this
+            many seconds, unless it waits in a reserve or holds reserved jobs.
+        line_timeout: close a connection whose command (line and body) takes longer than
+            this many seconds to arrive once its first byte has.
+        ssl_context: serve TLS with this server-side context (see
+            ``jobwire._serving.server_tls_context``).
 
     Yields:
         The :class:`Server`, already listening.
 
     Raises:
-        ValueError: ``port`` or ``max_job_size`` is out of range.
+        ValueError: ``port``, ``max_job_size`` or a limit is out of range.
         OSError: the address cannot be bound.
     """
     if not 0 <= port <= 65535:
         raise ValueError(f"port must be in 0..65535, got {port}")
     _check_max_job_size(max_job_size)  # before anything is bound
+    limits = Limits(max_connections, idle_timeout, line_timeout)
     sockets = [unix_socket(unix_path)] if unix_path is not None else tcp_sockets(host, port)
-    async with serve_listening(sockets, unix_path=unix_path, max_job_size=max_job_size) as server:
+    async with serve_listening(
+        sockets, unix_path=unix_path, max_job_size=max_job_size, limits=limits,
+        ssl_context=ssl_context,
+    ) as server:
         yield server
 
 
 @contextlib.asynccontextmanager
 async def serve_listening(
-    sockets: Sequence[socket.socket], *, unix_path: str | None = None, max_job_size: int = 65535
+    sockets: Sequence[socket.socket],
+    *,
+    unix_path: str | None = None,
+    max_job_size: int = 65535,
+    limits: Limits | None = None,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> AsyncIterator[Server]:
     """:func:`serve` on sockets that already listen (``python -m beanstalk_client.server``
-    binds them before it imports the server; see ``_listen.py``). Takes them over: they are
-    closed on exit, and ``unix_path``, the file of a unix socket, removed.
+    binds them before it imports the server; see ``jobwire._listen``). Takes them over: they
+    are closed on exit, and ``unix_path``, the file of a unix socket, removed.
 
     Raises:
         ValueError: ``max_job_size`` is out of range.
     """
     _check_max_job_size(max_job_size)
+    limits = limits or Limits()
+    gate = Gate(limits, ssl_context, logger)
     state = ServerState(time.monotonic(), max_job_size=max_job_size)
     body_error: BaseException | None = None
-    async with contextlib.AsyncExitStack() as stack:
-        accepts: list[Callable[[], Awaitable[anyio.abc.SocketStream]]]
+    with contextlib.ExitStack() as stack:
         address: Address
         if unix_path is not None:
             stack.callback(close_unix, sockets[0], unix_path)
-            accepts = [functools.partial(_accept_unix, sockets[0])]
             address = UnixAddress(unix_path)
         else:
-            for sock in sockets:  # closed even if wrapping one of them fails
-                stack.callback(sock.close)
-            accepts = []
             for sock in sockets:
-                listener = await anyio.abc.SocketListener.from_socket(sock)
-                stack.push_async_callback(_aclose_shielded, listener)
-                accepts.append(listener.accept)
+                stack.callback(close_listening, sock)
             bound = sockets[0].getsockname()
             address = TCPAddress(str(bound[0]), int(bound[1]))
         scheduler = Scheduler(state.advance, state.next_deadline, time.monotonic, logger)
         state.on_timer = scheduler.poke
         async with anyio.create_task_group() as tg:
             tg.start_soon(scheduler.run)
-            for accept in accepts:
-                tg.start_soon(accept_loop, accept, _serving(state), tg, logger)
+            for sock in sockets:
+                tg.start_soon(accept_loop, sock, _serving(state, limits), tg, logger, gate)
             logger.info("listening on %s", address)
             try:
                 yield Server(state, address)
@@ -236,11 +246,6 @@ def _check_max_job_size(max_job_size: int) -> None:
         raise ValueError(f"max_job_size must be in 0..{MAX_JOB_SIZE_LIMIT}, got {max_job_size}")
 
 
-async def _aclose_shielded(resource: anyio.abc.AsyncResource) -> None:
-    with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-        await resource.aclose()
-
-
 @contextlib.contextmanager
 def run_server(
     host: str = "127.0.0.1",
@@ -248,6 +253,10 @@ def run_server(
     *,
     unix_path: str | None = None,
     max_job_size: int = 65535,
+    max_connections: int | None = None,
+    idle_timeout: float | None = None,
+    line_timeout: float | None = None,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> Iterator[Server]:
     """Run :func:`serve` in a background thread with its own asyncio event loop.
 
@@ -255,7 +264,8 @@ def run_server(
     exit closes every connection, stops the loop and joins the thread.
 
     Args:
-        host, port, unix_path, max_job_size: as for :func:`serve`.
+        host, port, unix_path, max_job_size, max_connections, idle_timeout, line_timeout,
+        ssl_context: as for :func:`serve`.
 
     Raises:
         ValueError, OSError: as for :func:`serve`, raised in the calling thread.
@@ -263,7 +273,9 @@ def run_server(
     with (
         anyio.from_thread.start_blocking_portal(backend="asyncio") as portal,
         portal.wrap_async_context_manager(
-            serve(host, port, unix_path=unix_path, max_job_size=max_job_size)
+            serve(host, port, unix_path=unix_path, max_job_size=max_job_size,
+                  max_connections=max_connections, idle_timeout=idle_timeout,
+                  line_timeout=line_timeout, ssl_context=ssl_context)
         ) as server,
     ):
         yield server

@@ -9,10 +9,20 @@ For tests and development, not production (no persistent queue). Start it from a
 
     with run_server() as server:
         ...
+
+The names load on first use (:mod:`jobwire._lazy`), so that ``python -m gearman_client.server``
+can listen before it imports anyio and the server.
 """
 
 from __future__ import annotations
 
-from ._serve import Server, run_server, serve
+from typing import TYPE_CHECKING
+
+from jobwire._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from ._serve import Server, run_server, serve
+
+__getattr__, __dir__ = lazy_exports(__name__, {"._serve": ["Server", "run_server", "serve"]})
 
 __all__ = ["Server", "run_server", "serve"]

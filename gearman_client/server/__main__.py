@@ -1,25 +1,40 @@
 """``python -m gearman_client.server``: the bundled server with gearmand's own flags.
 
-``-L/--listen ADDR`` (default 127.0.0.1), ``-p/--port PORT`` (default 4730; 0 picks a free one and
-prints nothing else than the logs). Flags that only make sense for the C server (``--threads``,
-``--log-file``, ``--queue-type``, ``-d``...) are accepted and ignored, so gearmand command lines in
-scripts and CI files run unchanged. SIGTERM/SIGINT or the admin ``shutdown`` command stop it.
+``-L/--listen ADDR`` (default 127.0.0.1), ``-p/--port PORT`` (default 4730; 0 picks a free one).
+Flags that only make sense for the C server (``--threads``, ``--log-file``, ``--queue-type``,
+``-d``...) are accepted and ignored, so gearmand command lines in scripts and CI files run
+unchanged. SIGTERM/SIGINT stop it, and the admin ``shutdown`` command too with
+``--allow-shutdown`` (off by default: gearmand 1.1.20 has no such command, and anyone who can
+connect could stop the server).
+
+Flags of its own, off by default as gearmand has none of them (``jobwire._listen``):
+``-c/--max-connections N``, ``--idle-timeout S``, ``--line-timeout S``, and TLS with
+``--tls-cert FILE --tls-key FILE`` (also spelled as gearmand's ``--ssl-certificate`` and
+``--ssl-key``; gearmand's ``--ssl`` is accepted, TLS is on whenever a certificate is given, and
+its ``--ssl-ca-file`` is ignored with a warning: clients are asked for no certificate).
+
+It parses its flags, binds and listens with the standard library alone, and only then imports
+anyio and the server (as ``python -m beanstalk_client.server`` does): a client that connects
+meanwhile waits in the kernel's accept queue and is served a moment later.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import signal
+import socket
 import sys
 from collections.abc import Sequence
+from types import FrameType
+from typing import TYPE_CHECKING
 
-import anyio
+from jobwire._listen import Limits, add_server_arguments, server_options, tcp_sockets
 
-from .._packets import DEFAULT_MAX_BODY_SIZE
-from ._serve import serve
+if TYPE_CHECKING:
+    import ssl
 
 DEFAULT_PORT = 4730
+PROG = "gearman_client.server"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,12 +46,22 @@ def _parser() -> argparse.ArgumentParser:
                         help="address to listen on (default 127.0.0.1)")
     parser.add_argument("-p", "--port", type=int, default=DEFAULT_PORT, metavar="PORT",
                         help=f"port to listen on (default {DEFAULT_PORT})")
-    parser.add_argument("--max-body-size", type=int, default=DEFAULT_MAX_BODY_SIZE,
-                        metavar="BYTES", help="largest packet body accepted (default 64 MiB)")
+    parser.add_argument("--max-body-size", type=int, default=None, metavar="BYTES",
+                        help="largest packet body accepted (default 64 MiB)")
     parser.add_argument("--job-handle-prefix", metavar="PREFIX",
                         help='handles are PREFIX:N (default "H:<host name>")')
+    parser.add_argument("--allow-shutdown", action="store_true",
+                        help="obey the admin 'shutdown [graceful]' command (default: unknown "
+                        "command, as in gearmand 1.1.20)")
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="log connections and errors to stderr")
+    add_server_arguments(parser)
+    parser.add_argument("--ssl-certificate", dest="tls_cert", metavar="FILE",
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--ssl-key", dest="tls_key", metavar="FILE", help=argparse.SUPPRESS)
+    parser.add_argument("--ssl", dest="ignored_ssl", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--ssl-ca-file", dest="ssl_ca_file", metavar="FILE",
+                        help=argparse.SUPPRESS)
     for flag in ("--threads", "-t", "--log-file", "-l", "--queue-type", "-q", "--job-retries",
                  "-j", "--backlog", "-b", "--file-descriptors", "-f",
                  "--pid-file", "-P", "--user", "-u", "--worker-wakeup", "-w"):
@@ -48,10 +73,30 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def _main(host: str, port: int, max_body_size: int, prefix: str | None) -> None:
-    async with serve(host, port, max_body_size=max_body_size, handle_prefix=prefix) as server:
-        logging.getLogger("gearman_client.server").info("listening on %s", server.url)
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+async def _main(
+    sockets: list[socket.socket],
+    args: argparse.Namespace,
+    early: list[int],
+    limits: Limits,
+    ssl_context: ssl.SSLContext | None,
+) -> None:
+    import logging
+
+    import anyio
+
+    from .._packets import DEFAULT_MAX_BODY_SIZE
+    from ._serve import serve_listening
+
+    max_body_size = DEFAULT_MAX_BODY_SIZE if args.max_body_size is None else args.max_body_size
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with serve_listening(
+            sockets, host=args.listen, max_body_size=max_body_size,
+            handle_prefix=args.job_handle_prefix, allow_shutdown=args.allow_shutdown,
+            limits=limits, ssl_context=ssl_context,
+        ) as server:
+            logging.getLogger(PROG).info("listening on %s", server.url)
+            if early:  # SIGTERM/SIGINT while the server was starting
+                return
             async with anyio.create_task_group() as tg:
 
                 async def on_signal() -> None:
@@ -68,18 +113,47 @@ async def _main(host: str, port: int, max_body_size: int, prefix: str | None) ->
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the server until SIGTERM, SIGINT or an allowed ``shutdown``; return the exit
+    status."""
     args = _parser().parse_args(argv)
+    if args.ssl_ca_file is not None:
+        print(f"{PROG}: warning: --ssl-ca-file ignored: the bundled server asks clients for no "
+              "certificate", file=sys.stderr)
+    if not 0 <= args.port <= 65535:
+        print(f"{PROG}: error: -p must be a port number (0-65535)", file=sys.stderr)
+        return 2
+    try:
+        limits, ssl_context = server_options(args)
+    except ValueError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # ssl.SSLError is one
+        print(f"{PROG}: error: cannot load the TLS certificate: {exc}", file=sys.stderr)
+        return 1
+
+    early: list[int] = []  # SIGTERM/SIGINT before the event loop takes them over
+
+    def keep(signum: int, frame: FrameType | None) -> None:
+        early.append(signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, keep)
+    try:
+        sockets = tcp_sockets(args.listen, args.port)
+    except OSError as exc:
+        print(f"cannot listen on {args.listen}:{args.port}: {exc}", file=sys.stderr)
+        return 1
+
+    # Listening: now what serving needs (anyio, the protocol, the state).
+    import logging
+
+    import anyio
+
     logging.basicConfig(
         level=logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else
         logging.WARNING, stream=sys.stderr, format="%(asctime)s %(message)s",
     )
-    try:
-        anyio.run(_main, args.listen, args.port, args.max_body_size, args.job_handle_prefix)
-    except OSError as exc:
-        print(f"cannot listen on {args.listen}:{args.port}: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        pass
+    anyio.run(_main, sockets, args, early, limits, ssl_context)
     return 0
 
 

@@ -9,8 +9,9 @@ differences:
 
 * a SUBMIT_JOB_EPOCH job whose time comes wakes sleeping workers (gearmand 1.1.20 does not);
 * priority is global (a HIGH job of any function before a NORMAL one), as in gearmand 2.0;
-* ``shutdown [graceful]`` exists, and ``drop function`` refuses a function that has jobs
-  (gearmand drops it and orphans the jobs);
+* ``shutdown [graceful]`` exists when the server allows it (``allow_shutdown``; otherwise it is
+  an unknown command, as in gearmand 1.1.20), and ``drop function`` refuses a function that
+  has jobs (gearmand drops it and orphans the jobs);
 * what gearmand gets wrong is not copied: a cancelled job or one whose clients all left does not
   swallow a later submit of its unique id, clients are told of a cancel once, a 64-byte unique
   id is refused (gearmand truncates it and corrupts the job), a newline in a client id is
@@ -110,10 +111,16 @@ class ServerState:
         on_timer: called when a new timer (epoch job, job timeout) is earlier than every other,
             so the scheduler task can wake up.
         handle_prefix: handles are ``{prefix}:{n}`` (default ``H:<hostname>``).
+        allow_shutdown: obey the admin ``shutdown [graceful]`` command (see :attr:`shutdown`);
+            without it the command is unknown, as in gearmand 1.1.20.
     """
 
     def __init__(
-        self, on_timer: Callable[[], None] | None = None, handle_prefix: str | None = None
+        self,
+        on_timer: Callable[[], None] | None = None,
+        handle_prefix: str | None = None,
+        *,
+        allow_shutdown: bool = False,
     ) -> None:
         prefix = handle_prefix or f"H:{socket.gethostname()[:40]}"
         self._prefix = prefix.encode()
@@ -126,6 +133,7 @@ class ServerState:
         self._timeouts: list[tuple[float, int, bytes]] = []  # running jobs by deadline
         self._seq = itertools.count()
         self.on_timer = on_timer
+        self.allow_shutdown = allow_shutdown
         self.shutdown: str | None = None  # "now" or "graceful" once asked
 
     # -- connections ----------------------------------------------------------------------------
@@ -496,7 +504,7 @@ class ServerState:
             out.extend(b"OK WARNING\n")
         elif lowered == ["version"]:
             out.extend(b"OK 1.1.20-jobwire\n")
-        elif lowered in (["shutdown"], ["shutdown", "graceful"]):
+        elif self.allow_shutdown and lowered in (["shutdown"], ["shutdown", "graceful"]):
             out.extend(b"OK\n")
             self.shutdown = "graceful" if len(words) == 2 else "now"
         else:

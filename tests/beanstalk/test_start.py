@@ -32,6 +32,40 @@ def test_bundled_server_accepts_after_a_tenth_of_a_second_like_greenstalks_suite
         stop_process(proc)
 
 
+ECHO = b"\0REQ" + (16).to_bytes(4, "big") + (4).to_bytes(4, "big") + b"ping"
+
+
+@pytest.mark.parametrize(
+    ("args", "request_", "reply"),
+    [
+        (["-m", "gearman_client.server", "-L", "127.0.0.1", "-p", "{port}"], ECHO,
+         b"\0RES" + (17).to_bytes(4, "big") + ECHO[8:]),  # ECHO_RES
+        (["-m", "workq_client.server", "-listen", "127.0.0.1:{port}"],
+         b"inspect queues 0 1\r\n", b"+OK 0\r\n"),
+    ],
+    ids=["gearman", "workq"],
+)
+def test_the_other_bundled_servers_accept_after_a_tenth_of_a_second(
+    args: list[str], request_: bytes, reply: bytes
+) -> None:
+    """They listen first too (``jobwire._listen``), then import anyio and the server."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, *(arg.format(port=port) for arg in args)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        time.sleep(0.1)
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:  # no retry
+            sock.sendall(request_)
+            data = b""
+            while len(data) < len(reply) and (chunk := sock.recv(64)):
+                data += chunk
+            assert data == reply
+    finally:
+        stop_process(proc)
+
+
 def test_importing_the_server_does_not_import_the_client_or_worker() -> None:
     code = (
         "import sys, beanstalk_client.server; "
@@ -44,8 +78,8 @@ def test_importing_the_server_does_not_import_the_client_or_worker() -> None:
 
 @pytest.mark.parametrize(
     "package",
-    ["beanstalk_client", "beanstalk_client.server", "gearman_client", "workq_client",
-     "qless_client"],
+    ["beanstalk_client", "beanstalk_client.server", "gearman_client", "gearman_client.server",
+     "workq_client", "workq_client.server", "qless_client"],
 )
 def test_lazy_exports_match_the_type_checking_imports(package: str) -> None:
     """Each lazily exported package lists its names twice (imports under TYPE_CHECKING for type
@@ -65,7 +99,7 @@ def test_lazy_exports_match_the_type_checking_imports(package: str) -> None:
                 for alias in imp.names:
                     typed[alias.name] = getattr(source, alias.name)
     constants = {name for name in module.__all__ if name not in typed}
-    assert constants <= {"MAX_JOB_SIZE_LIMIT"}, constants  # defined in the package itself
+    assert constants <= {"MAX_JOB_SIZE_LIMIT", "DEFAULT_PORT"}, constants  # the package's own
     assert set(typed) | constants == set(module.__all__)
     for name, value in typed.items():
         assert getattr(module, name) is value, name

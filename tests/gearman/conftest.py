@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,11 +58,16 @@ def need(binary: str | None, what: str) -> str:
     return binary
 
 
-def start_gearman(kind: str, port: int | None = None) -> GearmanServer:
+def start_gearman(
+    kind: str, port: int | None = None, *, allow_shutdown: bool = False, extra: Sequence[str] = ()
+) -> GearmanServer:
+    """Start a server of ``kind``. For the bundled one, ``allow_shutdown`` turns the admin
+    ``shutdown`` command on and ``extra`` adds command-line flags."""
     port = port or free_port()
     if kind == "bundled":
         args = [sys.executable, "-m", "gearman_client.server", "-L", "127.0.0.1", "-p", str(port),
-                "--job-handle-prefix=H:vm"]
+                "--job-handle-prefix=H:vm", *(["--allow-shutdown"] if allow_shutdown else []),
+                *extra]
     else:
         binary = need(gearmand_binary(), "gearmand")
         args = [binary, "--listen=127.0.0.1", f"--port={port}", "--log-file=none",
@@ -94,8 +99,9 @@ def gearman_server(request: pytest.FixtureRequest) -> Iterator[GearmanServer]:
 
 @pytest.fixture(params=GEARMAN_KINDS)
 def fresh_gearman(request: pytest.FixtureRequest) -> Iterator[GearmanServer]:
-    """A server of its own (for tests that look at server-wide lists)."""
-    srv = start_gearman(request.param)
+    """A server of its own (for tests that look at server-wide lists); the bundled one takes
+    the admin ``shutdown`` command (``--allow-shutdown``)."""
+    srv = start_gearman(request.param, allow_shutdown=True)
     yield srv
     srv.stop()
 

@@ -762,7 +762,7 @@ def test_bundled_epoch_job_wakes_a_sleeping_worker(function: str, running_worker
 
 
 def test_bundled_graceful_shutdown() -> None:
-    server = start_gearman("bundled")
+    server = start_gearman("bundled", allow_shutdown=True)
     try:
         with Client(server.url) as client, Admin(server.url) as admin:
             assert client.echo(b"before") == b"before"

@@ -77,8 +77,6 @@ def test_transcript_replays_byte_for_byte(kind: str) -> None:
         for ex in TRANSCRIPT:
             note = ex["note"]
             if ex["kind"] == "text":
-                if note.startswith("shutdown") and kind == "bundled":
-                    continue  # the bundled server implements shutdown (tested elsewhere)
                 expected = ex["recv"].encode("latin-1")
                 admin = sock_for("admin")
                 admin.sendall(ex["send"].encode("latin-1"))

@@ -153,6 +153,11 @@ def test_admin_text_commands() -> None:
     assert run("maxqueue").startswith(b"ERR INVALID_ARGUMENTS")
     assert run("nope") == b"ERR UNKNOWN_COMMAND Unknown+server+commandnope\r\n"
     assert run("workers") == b"1 127.0.0.1 - :\n2 127.0.0.1 - :\n.\n"
+    # shutdown is off by default: unknown, word for word as gearmand 1.1.20 answers it
+    assert run("shutdown") == b"ERR UNKNOWN_COMMAND Unknown+server+commandshutdown\r\n"
+    assert run("shutdown graceful") == b"ERR UNKNOWN_COMMAND Unknown+server+commandshutdown\r\n"
+    assert state.shutdown is None
+    state.allow_shutdown = True  # --allow-shutdown
     assert run("shutdown graceful") == b"OK\n" and state.shutdown == "graceful"
 
 

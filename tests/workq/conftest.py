@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import pytest
@@ -38,10 +38,11 @@ class WorkqServer:
         stop_process(self.proc)
 
 
-def start_workq_server(port: int | None = None) -> WorkqServer:
+def start_workq_server(port: int | None = None, *, args: Sequence[str] = ()) -> WorkqServer:
+    """Start the bundled server; ``args`` are more command-line flags (``-c`` ...)."""
     port = port or free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "workq_client.server", "-listen", f"127.0.0.1:{port}"],
+        [sys.executable, "-m", "workq_client.server", "-listen", f"127.0.0.1:{port}", *args],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 10

@@ -307,6 +307,7 @@ def test_cli_reports_a_port_in_use(workq_server: WorkqServer) -> None:
 def test_sigterm_stops_the_server_cleanly() -> None:
     server = start_workq_server()
     sock = server.connect()
+    assert exchange(sock, b"inspect queues 0 1\r\n", 7) == b"+OK 0\r\n"  # served, not queued
     sock.sendall(b"lease a 60000\r\n")
     time.sleep(0.1)
     server.stop()

@@ -9,11 +9,26 @@ For tests and development, not production (nothing is persisted). Start it from 
 
     with run_server() as server:
         ...
+
+The names load on first use (:mod:`jobwire._lazy`), so that ``python -m workq_client.server``
+can listen before it imports anyio and the server.
 """
 
 from __future__ import annotations
 
-from ._serve import DEFAULT_PORT, Server, run_server, serve
-from ._state import ServerState
+from typing import TYPE_CHECKING
+
+from jobwire._lazy import lazy_exports
+
+#: Workq's default port.
+DEFAULT_PORT = 9922
+
+if TYPE_CHECKING:
+    from ._serve import Server, run_server, serve
+    from ._state import ServerState
+
+__getattr__, __dir__ = lazy_exports(
+    __name__, {"._serve": ["Server", "run_server", "serve"], "._state": ["ServerState"]}
+)
 
 __all__ = ["DEFAULT_PORT", "Server", "ServerState", "run_server", "serve"]

@@ -3,21 +3,34 @@
 ``-listen`` is the Go server's own flag (default ``127.0.0.1:9922``; port 0 picks a free one),
 so scripts written for ``workq-server -listen ...`` run this server unchanged. SIGTERM and SIGINT
 close every connection and exit with status 0. ``-v`` logs connections to stderr.
+
+Flags of its own, off by default (``jobwire._listen``; each also spelled with one dash, as Go
+flags are): ``-c/--max-connections N``, ``--idle-timeout S``, ``--line-timeout S``, and TLS with
+``--tls-cert FILE --tls-key FILE``.
+
+It parses its flags, binds and listens with the standard library alone, and only then imports
+anyio and the server (as ``python -m beanstalk_client.server`` does): a client that connects
+meanwhile waits in the kernel's accept queue and is served a moment later.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import signal
+import socket
 import sys
 from collections.abc import Sequence
+from types import FrameType
+from typing import TYPE_CHECKING
 
-import anyio
+from jobwire._listen import Limits, add_server_arguments, server_options, tcp_sockets
 
-from ._serve import DEFAULT_PORT, serve
+from . import DEFAULT_PORT
 
-logger = logging.getLogger("workq_client.server")
+if TYPE_CHECKING:
+    import ssl
+
+PROG = "workq_client.server"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -29,6 +42,7 @@ def _parser() -> argparse.ArgumentParser:
                         help=f"listen on HOST:PORT (default 127.0.0.1:{DEFAULT_PORT})")
     parser.add_argument("-v", dest="verbose", action="store_true",
                         help="log connections to stderr")
+    add_server_arguments(parser, go_style=True)
     return parser
 
 
@@ -49,9 +63,26 @@ def parse_listen(value: str) -> tuple[str, int]:
     return host or "0.0.0.0", port
 
 
-async def _run(host: str, port: int) -> None:
+async def _run(
+    sockets: list[socket.socket],
+    early: list[int],
+    limits: Limits,
+    ssl_context: ssl.SSLContext | None,
+) -> None:
+    import logging
+
+    import anyio
+
+    from ._serve import serve_listening
+
+    logger = logging.getLogger(PROG)
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async with serve(host, port):
+        async with serve_listening(sockets, limits=limits, ssl_context=ssl_context):
+            # The receiver replaced the handler main() installed before binding: a signal
+            # that came while the server was starting is acted on now.
+            if early:
+                logger.info("%s: shutting down", signal.Signals(early[0]).name)
+                return
             async for signum in signals:
                 logger.info("%s: shutting down", signal.Signals(signum).name)
                 return
@@ -60,20 +91,42 @@ async def _run(host: str, port: int) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the server until SIGTERM or SIGINT; return the exit status."""
     args = _parser().parse_args(argv)
-    prog = "workq_client.server"
     try:
         host, port = parse_listen(args.listen)
     except ValueError as exc:
-        print(f"{prog}: error: -listen: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: -listen: {exc}", file=sys.stderr)
         return 2
+    try:
+        limits, ssl_context = server_options(args)
+    except ValueError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # ssl.SSLError is one
+        print(f"{PROG}: error: cannot load the TLS certificate: {exc}", file=sys.stderr)
+        return 1
+
+    early: list[int] = []  # SIGTERM/SIGINT before the event loop takes them over
+
+    def keep(signum: int, frame: FrameType | None) -> None:
+        early.append(signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, keep)
+    try:
+        sockets = tcp_sockets(host, port)
+    except OSError as exc:
+        print(f"{PROG}: error: cannot listen on {args.listen}: {exc}", file=sys.stderr)
+        return 1
+
+    # Listening: now what serving needs (anyio, the protocol, the state).
+    import logging
+
+    import anyio
+
     if args.verbose:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                            format=f"{prog}[%(process)d]: %(message)s")
-    try:
-        anyio.run(_run, host, port, backend="asyncio")
-    except OSError as exc:
-        print(f"{prog}: error: cannot listen on {args.listen}: {exc}", file=sys.stderr)
-        return 1
+                            format=f"{PROG}[%(process)d]: %(message)s")
+    anyio.run(_run, sockets, early, limits, ssl_context, backend="asyncio")
     return 0
 
 

@@ -16,6 +16,10 @@ Everything that decides anything lives in ``_state.py`` (no awaits) and ``_serve
   timers themselves too, so no answer depends on the scheduler having run first.
 * **Isolation.** A connection task never lets an exception out (the task group would take the
   whole server down with it).
+* **Back-pressure, limits and TLS** are ``jobwire._serving``'s, the same in all three bundled
+  servers: replies past 256 KiB are sent (and their sending waited for) before the next
+  command runs, so a client that never reads is not read either; ``max_connections``,
+  ``idle_timeout``, ``line_timeout`` and ``ssl_context`` are off by default.
 """
 
 from __future__ import annotations
@@ -23,28 +27,37 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
+import socket
+import ssl
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from typing import Any, cast
+from collections.abc import AsyncIterator, Iterator
 
 import anyio
-import anyio.abc
-from anyio.abc import SocketAttribute
+import anyio.from_thread
 
-from jobwire._serving import CLOSE, InOrderConnection, Scheduler, accept_loop, peer_name
+from jobwire._listen import Limits, tcp_sockets
+from jobwire._serving import (
+    CLOSE,
+    Gate,
+    InOrderConnection,
+    Scheduler,
+    ServeConnection,
+    accept_loop,
+    close_listening,
+    peer_name,
+)
+from jobwire._streams import AsyncStream
 from jobwire._url import TCPAddress
 
 from .._events import ConnectionClosed, Reply
 from .._server_protocol import BadRequest, ServerConnection
+from . import DEFAULT_PORT
 from ._state import ConnState, ServerState
 
 __all__ = ["DEFAULT_PORT", "Server", "run_server", "serve"]
 
 logger = logging.getLogger("workq_client.server")
 
-#: Workq's default port.
-DEFAULT_PORT = 9922
-_READ_SIZE = 1 << 18
 _WAIT_BUFFER_CAP = 1 << 21
 
 
@@ -79,10 +92,12 @@ class _Connection(InOrderConnection):
 
     conn: ConnState
 
-    def __init__(self, stream: anyio.abc.ByteStream, state: ServerState, peer: str) -> None:
+    def __init__(
+        self, stream: AsyncStream, state: ServerState, peer: str, limits: Limits
+    ) -> None:
         super().__init__(
-            stream, peer, clock=time.time, logger=logger, read_size=_READ_SIZE,
-            wait_buffer_cap=_WAIT_BUFFER_CAP,
+            stream, peer, clock=time.time, logger=logger, wait_buffer_cap=_WAIT_BUFFER_CAP,
+            limits=limits,
         )
         self.state = state
         self.proto = ServerConnection()
@@ -104,47 +119,79 @@ class _Connection(InOrderConnection):
         self.state.disconnect(self.conn, now)
 
 
-def _serving(state: ServerState) -> Callable[[anyio.abc.SocketStream], Coroutine[Any, Any, None]]:
-    async def serve_connection(stream: anyio.abc.SocketStream) -> None:
-        await _Connection(stream, state, peer_name(stream)).run()
+def _serving(state: ServerState, limits: Limits) -> ServeConnection:
+    async def serve_connection(stream: AsyncStream) -> None:
+        await _Connection(stream, state, peer_name(stream), limits).run()
 
     return serve_connection
 
 
 @contextlib.asynccontextmanager
 async def serve(
-    host: str = "127.0.0.1", port: int = 0, *, rng: random.Random | None = None
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    rng: random.Random | None = None,
+    max_connections: int | None = None,
+    idle_timeout: float | None = None,
+    line_timeout: float | None = None,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> AsyncIterator[Server]:
     """Run a Workq 0.2.0-compatible server while the ``async with`` block runs.
 
     Args:
-        host: the address to listen on.
+        host: the address to listen on (a name that resolves to several addresses, such as
+            ``localhost``, listens on each).
         port: the TCP port; 0 picks a free one (see :attr:`Server.address`).
         rng: the random source for multi-name leases (for reproducible tests).
+        max_connections: connections served at once; one more is accepted and closed at once.
+        idle_timeout: close a connection that sends nothing (and takes no replies) for this
+            many seconds, unless a ``lease``, ``run`` or ``result`` of it waits.
+        line_timeout: close a connection whose command (line and payload) takes longer than
+            this many seconds to arrive once its first byte has.
+        ssl_context: serve TLS with this server-side context
+            (``jobwire._listen.server_tls_context``).
 
     Yields:
         The :class:`Server`, already listening.
 
     Raises:
-        ValueError: ``port`` is out of range.
+        ValueError: ``port`` or a limit is out of range.
         OSError: the address cannot be bound.
     """
     if not 0 <= port <= 65535:
         raise ValueError(f"port must be in 0..65535, got {port}")
+    limits = Limits(max_connections, idle_timeout, line_timeout)
+    async with serve_listening(
+        tcp_sockets(host, port), rng=rng, limits=limits, ssl_context=ssl_context
+    ) as server:
+        yield server
+
+
+@contextlib.asynccontextmanager
+async def serve_listening(
+    sockets: list[socket.socket],
+    *,
+    rng: random.Random | None = None,
+    limits: Limits | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+) -> AsyncIterator[Server]:
+    """:func:`serve` on TCP sockets that already listen (``python -m workq_client.server``
+    binds them before it imports the server; see ``jobwire._listen``). Takes them over: they
+    are closed on exit."""
+    limits = limits or Limits()
+    gate = Gate(limits, ssl_context, logger)
     state = ServerState(time.time(), rng=rng)
     body_error: BaseException | None = None
-    multi = await anyio.create_tcp_listener(local_host=host, local_port=port)
     try:
-        listeners = [cast(anyio.abc.SocketListener, lst) for lst in multi.listeners]
-        bound = listeners[0].extra(SocketAttribute.local_address)
-        assert isinstance(bound, tuple)
+        bound = sockets[0].getsockname()
         address = TCPAddress(str(bound[0]), int(bound[1]))
         scheduler = Scheduler(state.advance, state.next_deadline, time.time, logger)
         state.on_timer = scheduler.poke
         async with anyio.create_task_group() as tg:
             tg.start_soon(scheduler.run)
-            for listener in listeners:
-                tg.start_soon(accept_loop, listener.accept, _serving(state), tg, logger)
+            for sock in sockets:
+                tg.start_soon(accept_loop, sock, _serving(state, limits), tg, logger, gate)
             logger.info("listening on %s", address)
             try:
                 yield Server(state, address)
@@ -154,17 +201,25 @@ async def serve(
                 tg.cancel_scope.cancel()
         state.on_timer = None
     finally:
-        with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-            await multi.aclose()
+        for sock in sockets:
+            close_listening(sock)
     if body_error is not None:
         raise body_error
 
 
 @contextlib.contextmanager
 def run_server(
-    host: str = "127.0.0.1", port: int = 0, *, rng: random.Random | None = None
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    rng: random.Random | None = None,
+    max_connections: int | None = None,
+    idle_timeout: float | None = None,
+    line_timeout: float | None = None,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> Iterator[Server]:
-    """Run :func:`serve` in a background thread with its own asyncio event loop.
+    """Run :func:`serve` in a background thread with its own asyncio event loop (arguments as
+    for :func:`serve`).
 
     Yields the :class:`Server` once it is listening; on exit closes every connection, stops the
     loop and joins the thread.
@@ -174,6 +229,9 @@ def run_server(
     """
     with (
         anyio.from_thread.start_blocking_portal(backend="asyncio") as portal,
-        portal.wrap_async_context_manager(serve(host, port, rng=rng)) as server,
+        portal.wrap_async_context_manager(serve(
+            host, port, rng=rng, max_connections=max_connections, idle_timeout=idle_timeout,
+            line_timeout=line_timeout, ssl_context=ssl_context,
+        )) as server,
     ):
         yield server

@@ -1,0 +1,208 @@
+"""What a bundled server does before its event loop runs, with the standard library only: its
+shared command-line flags, its limits, its TLS context, and its listening sockets.
+
+Why a module of its own, with no anyio and nothing of any protocol: ``python -m
+beanstalk_client.server`` (and the Gearman and Workq servers' ``__main__``) bind and listen
+*before* they import anything else, as beanstalkd and gearmand do in their first milliseconds.
+A test suite that spawns a server and connects 0.1 s later (greenstalk's does) then finds it
+listening; the kernel queues the connection until the event loop accepts it a moment later.
+Each server's ``serve()`` binds with the same functions, so both ways listen alike, and
+``jobwire._serving`` accepts on these sockets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import math
+import os
+import socket
+import stat
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import ssl
+
+__all__ = [
+    "Limits", "add_server_arguments", "close_unix", "server_options", "server_tls_context",
+    "tcp_sockets", "unix_socket",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What a bundled server allows a client. ``None`` is no limit: the default for each, as
+    beanstalkd and gearmand have none of them.
+
+    Args:
+        max_connections: connections served at once; one more is accepted and closed at once
+            (its client sees the connection closed, rather than waiting in the accept queue).
+        idle_timeout: seconds a connection may send nothing (and not take its replies) before
+            it is closed. A connection that waits for the server (a blocking reserve or lease,
+            a sleeping Gearman worker) or holds work (reserved beanstalk jobs, a Gearman job
+            running or awaited) is not idle.
+        line_timeout: seconds a command may take to arrive once its first byte has: a command
+            line with its job body or payload, a Gearman packet. Slow senders (slowloris) are
+            closed after it.
+
+    Raises:
+        ValueError: a limit is not positive.
+    """
+
+    max_connections: int | None = None
+    idle_timeout: float | None = None
+    line_timeout: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_connections is not None and self.max_connections < 1:
+            raise ValueError(f"max_connections must be at least 1, got {self.max_connections}")
+        for name in ("idle_timeout", "line_timeout"):
+            value = getattr(self, name)
+            if value is not None and not (value > 0 and math.isfinite(value)):
+                raise ValueError(f"{name} must be a positive number of seconds, got {value}")
+
+    @property
+    def timed(self) -> bool:
+        """True when reads have a deadline (an idle or a line timeout is set)."""
+        return self.idle_timeout is not None or self.line_timeout is not None
+
+
+def server_tls_context(cert_file: str, key_file: str | None = None) -> ssl.SSLContext:
+    """A server-side TLS context from a PEM certificate chain and its private key (``key_file``
+    may be omitted when ``cert_file`` holds both). Clients are not asked for certificates.
+
+    Raises:
+        OSError: a file cannot be read.
+        ssl.SSLError: the files hold no usable certificate or key, or they do not match.
+    """
+    import ssl  # only a server that serves TLS pays for the import
+
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert_file, key_file)
+    return context
+
+
+def add_server_arguments(parser: argparse.ArgumentParser, *, go_style: bool = False) -> None:
+    """The flags every bundled server takes: ``-c/--max-connections``, ``--idle-timeout``,
+    ``--line-timeout``, ``--tls-cert``, ``--tls-key``. With ``go_style`` (the Workq server,
+    whose Go original spells flags ``-flag``) each also answers to one dash."""
+
+    def names(*flags: str) -> list[str]:
+        long = [f for f in flags if f.startswith("--")]
+        return [*flags, *(f[1:] for f in long)] if go_style else list(flags)
+
+    parser.add_argument(*names("-c", "--max-connections"), dest="max_connections", type=int,
+                        metavar="N", help="serve at most N connections at once; one more is "
+                        "closed at once (default: no limit)")
+    parser.add_argument(*names("--idle-timeout"), dest="idle_timeout", type=float,
+                        metavar="SECONDS", help="close a connection that sends nothing and "
+                        "takes no replies for SECONDS, unless it waits for the server or holds "
+                        "work (default: never)")
+    parser.add_argument(*names("--line-timeout"), dest="line_timeout", type=float,
+                        metavar="SECONDS", help="close a connection whose command takes over "
+                        "SECONDS to arrive once it began (default: never)")
+    parser.add_argument(*names("--tls-cert"), dest="tls_cert", metavar="FILE",
+                        help="serve TLS with this PEM certificate chain (and --tls-key)")
+    parser.add_argument(*names("--tls-key"), dest="tls_key", metavar="FILE",
+                        help="the PEM private key of --tls-cert (default: in --tls-cert)")
+
+
+def server_options(args: argparse.Namespace) -> tuple[Limits, ssl.SSLContext | None]:
+    """The limits and TLS context :func:`add_server_arguments`' flags ask for.
+
+    Raises:
+        ValueError: a limit is out of range, or ``--tls-key`` came without ``--tls-cert``.
+        OSError, ssl.SSLError: the certificate or key cannot be loaded.
+    """
+    limits = Limits(args.max_connections, args.idle_timeout, args.line_timeout)
+    if args.tls_cert is None:
+        if args.tls_key is not None:
+            raise ValueError("--tls-key needs --tls-cert")
+        return limits, None
+    return limits, server_tls_context(args.tls_cert, args.tls_key)
+
+
+#: The accept queue: connections the kernel completes before the server accepts them.
+BACKLOG = 4096
+
+
+def _bind_tcp(family: int, address: tuple[object, ...]) -> socket.socket:
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setblocking(False)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(BACKLOG)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def tcp_sockets(host: str, port: int) -> list[socket.socket]:
+    """Listening TCP sockets on every address ``host`` resolves to (``localhost``: ::1 and
+    127.0.0.1), all on one port; port 0 picks a free one.
+
+    Raises:
+        OSError: ``host`` does not resolve, or an address cannot be bound.
+    """
+    infos = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE | socket.AI_ADDRCONFIG
+    )
+    addresses = sorted({(family, address) for family, _, _, _, address in infos})
+    tries = 10  # port 0 on several addresses: the first one's port may be taken on the next
+    while True:
+        sockets: list[socket.socket] = []
+        chosen = port
+        try:
+            for family, address in addresses:
+                sockets.append(_bind_tcp(family, (address[0], chosen, *address[2:])))
+                chosen = sockets[0].getsockname()[1]
+        except OSError as exc:
+            for sock in sockets:
+                sock.close()
+            tries -= 1
+            if exc.errno != errno.EADDRINUSE or port != 0 or not sockets or not tries:
+                raise
+            continue
+        return sockets
+
+
+def unix_socket(path: str) -> socket.socket:
+    """A listening unix socket at ``path``, replacing a stale socket file left there.
+
+    Raises:
+        OSError: ``path`` exists and is not a socket, or cannot be bound.
+    """
+    _remove_stale_socket(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.setblocking(False)
+        sock.bind(path)
+        sock.listen(BACKLOG)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def close_unix(sock: socket.socket, path: str) -> None:
+    """Close a listening unix socket and remove its file."""
+    sock.close()
+    with contextlib.suppress(OSError):
+        _remove_stale_socket(path)
+
+
+def _remove_stale_socket(path: str) -> None:
+    """Remove a unix socket file left by an earlier run; refuse to clobber anything else."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(mode):
+        raise OSError(errno.EEXIST, f"{path} exists and is not a socket")
+    os.unlink(path)
