@@ -24,6 +24,7 @@ from datetime import date, datetime, timezone
 from types import TracebackType
 from typing import Any, TypeVar
 
+from jobwire._numbers import parse_decimal
 from jobwire._url import AddressLike
 from jobwire.errors import LocalProtocolError
 
@@ -441,11 +442,18 @@ class Queue:
 
     def heartbeat(self) -> int:
         """The lock length of this queue in seconds (``heartbeat-<queue>``, else
-        ``heartbeat``)."""
+        ``heartbeat``).
+
+        Raises:
+            RemoteProtocolError: the stored value is not a plain non-negative number (another
+                binding wrote it).
+        """
         value = self.client.config_get(f"heartbeat-{self.name}")
         if value is None:
             value = self.client.config_get("heartbeat")
-        return int(float(value)) if value is not None else 60
+        if value is None:
+            return 60
+        return int(parse_decimal(str(value), f"config heartbeat of queue {self.name!r}"))
 
 
 def _count(value: int) -> int:

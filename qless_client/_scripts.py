@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Generic, Protocol, TypedDict, TypeVar
 
+from jobwire._numbers import parse_decimal
 from jobwire.errors import LocalProtocolError, RemoteProtocolError
 
 __all__ = [
@@ -599,7 +600,7 @@ def heartbeat(now: float, jid: str, worker: str, data: str | None = None) -> Scr
     if data is not None:
         args.append(_str(data, "data"))
     return _call("heartbeat", now, [*_job_keys(jid), f"{_NS}w:{worker}:jobs"], args,
-                 lambda reply: float(_text(reply)))
+                 lambda reply: parse_decimal(_text(reply), "heartbeat's expiry"))
 
 
 def cancel(now: float, *jids: str) -> ScriptCall[list[str]]:

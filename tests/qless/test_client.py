@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
-from jobwire import LocalProtocolError
+from jobwire import LocalProtocolError, RemoteProtocolError
 from qless_client import (
     AsyncClient,
     BulkError,
@@ -375,3 +375,13 @@ async def test_async_bad_input_is_refused(url: str) -> None:
 def test_job_data_is_stored_as_json_text(client: Client, raw: Redis) -> None:
     jid = client.queue("q").put("K", {"b": [1, "two"]})
     assert json.loads(raw.execute("HGET", f"ql:j:{jid}", "data")) == {"b": [1, "two"]}
+
+
+def test_a_lock_length_another_binding_wrote_badly_is_a_protocol_error(
+    client: Client, raw: Redis
+) -> None:
+    raw.execute("HSET", "ql:config", "heartbeat-q", "1_0")  # int() and float() would take it
+    with pytest.raises(RemoteProtocolError, match="heartbeat"):
+        client.queue("q").heartbeat()
+    raw.execute("HSET", "ql:config", "heartbeat-q", "2.5")
+    assert client.queue("q").heartbeat() == 2
