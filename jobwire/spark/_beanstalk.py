@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -25,6 +25,7 @@ from beanstalk_client import (
     Inserted,
     NotFound,
     Put,
+    Reply,
     Reserved,
     ReserveWithTimeout,
     TimedOut,
@@ -33,7 +34,15 @@ from beanstalk_client import (
 )
 from beanstalk_client._stats import JobStats, ServerStats, TubeStats
 from jobwire._url import resolve_address
-from jobwire.errors import InvalidAddress, JobwireConnectionError, JobwireError
+from jobwire.errors import (
+    BulkError,
+    InvalidAddress,
+    JobwireConnectionError,
+    JobwireError,
+    NotSent,
+    OperationTimeout,
+    RemoteProtocolError,
+)
 
 from ._common import (
     Column,
@@ -52,6 +61,9 @@ from ._common import (
     seconds_value,
     struct_of,
 )
+
+#: Errors that mean a put got no answer (the connection), not that the server refused the row.
+_UNANSWERED = (JobwireConnectionError, NotSent, OperationTimeout, RemoteProtocolError)
 
 __all__ = ["BeanstalkDataSource"]
 
@@ -199,13 +211,19 @@ class BeanstalkWriter(QueueWriter):
             ))
             owners.append(row)
             tubes.append(tube)
-        replies = client.call_many(commands, window=s.window)
+        try:
+            replies = client.call_many(commands, window=s.window)
+        except BulkError as exc:  # the connection failed: what was answered still counts
+            replies = cast("list[Reply | JobwireError]", exc.results)
         failure: JobwireError | None = None
         for reply, owner, tube in zip(replies, owners, tubes, strict=True):
             if isinstance(reply, Inserted):
                 report.add(tube, reply.job_id)
             elif isinstance(reply, JobwireError) and failure is None:
-                failure = reply if owner is None else RowRefused(partition, owner.index, reply)
+                if owner is None or isinstance(reply, _UNANSWERED):
+                    failure = reply
+                else:
+                    failure = RowRefused(partition, owner.index, reply)
                 failure.__cause__ = reply
         if failure is not None:
             raise failure
@@ -296,7 +314,11 @@ class BeanstalkStream(HeldJobsReader[int]):
         taken: list[tuple[int, tuple[Any, ...]]] = []
         while len(taken) < limit:
             n = min(self.settings.window, limit - len(taken))
-            replies = client.call_many([ReserveWithTimeout(0)] * n, window=n)
+            try:
+                replies = client.call_many([ReserveWithTimeout(0)] * n, window=n)
+            except BulkError as exc:
+                # The connection failed: the server gives back what it had reserved for us.
+                raise exc.error from exc
             more = True
             for reply in replies:
                 if isinstance(reply, Reserved):
@@ -315,6 +337,13 @@ class BeanstalkStream(HeldJobsReader[int]):
             return
         try:
             replies = client.call_many([Delete(job) for job in jobs], window=self.settings.window)
+        except BulkError as exc:  # the connection failed part way
+            logger.warning("beanstalk stream: connection lost after %d of %d deletes; the server "
+                           "gave the other jobs back and they will be read again: %s",
+                           len(exc.done), len(jobs), exc.error)
+            client.close()
+            self._client = None
+            return
         except JobwireConnectionError as exc:
             logger.warning("beanstalk stream: connection lost before %d jobs were deleted; the "
                            "server gave them back and they will be read again: %s", len(jobs), exc)
