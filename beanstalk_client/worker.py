@@ -31,6 +31,13 @@ on its own, the stale one is counted as lost when the job comes back, and its ha
 is dropped (nothing is sent for it: a delete would remove the job from under the new handler). It
 still counts against ``concurrency`` and ``stop`` waits for it.
 
+A server that stops answering without closing (frozen, a partition that drops nothing) would
+leave the worker waiting forever, since its commands are queued without deadlines of their own:
+a watchdog looks at the oldest command still unanswered and, once it has waited its own wait
+(a reserve's seconds) plus ``timeout`` since it became the oldest, fails the connection; ``run``
+reconnects with back-off (a reconnect that times out is retried the same way). Outcomes queued
+on the dropped connection count as lost, as for any lost connection.
+
 With ``events=`` (a :class:`jobwire.events.EventSink`), the worker records ``reserved``,
 ``completed`` (the delete was accepted), ``failed`` (the handler raised; group = the exception
 type, attempt = the job's reserve count), ``released``, ``buried`` and ``lost``, with
@@ -57,12 +64,13 @@ import anyio
 import anyio.abc
 import anyio.from_thread
 import anyio.lowlevel
-import anyio.to_thread
 
 from jobwire._backoff import Backoff
 from jobwire._pending import Pending
+from jobwire._streams import SSLOption, tls_context
+from jobwire._threads import run_in_thread
 from jobwire._url import AddressLike, resolve_address
-from jobwire.errors import JobwireConnectionError, JobwireError
+from jobwire.errors import ConnectionLost, JobwireConnectionError, JobwireError, OperationTimeout
 from jobwire.events import EventSink, default_worker_id, failure_group
 
 from ._commands import (
@@ -71,6 +79,7 @@ from ._commands import (
     Command,
     Delete,
     Release,
+    Reserve,
     ReserveWithTimeout,
     StatsJob,
     Touch,
@@ -131,19 +140,28 @@ ClientTarget = AsyncClient | Client | AddressLike
 
 
 def _client_factory(
-    target: ClientTarget, port: int | None, timeout: float | None
+    target: ClientTarget,
+    port: int | None,
+    timeout: float | None,
+    ssl: SSLOption = None,
+    server_hostname: str | None = None,
 ) -> Callable[[], AsyncClient]:
-    """Resolve the worker's server now (a bad address raises here, not in ``run``) and return
-    a function that opens a fresh client to it."""
+    """Resolve the worker's server and its TLS now (a bad address or ``ssl`` raises here, not
+    in ``run``) and return a function that opens a fresh client to it. A client given as the
+    target lends its address, timeout and TLS (context and host name)."""
     if isinstance(target, (AsyncClient, Client)):
         if port is not None:
             raise TypeError("port goes with a host, not with a client")
+        if ssl is not None or server_hostname is not None:
+            raise TypeError("ssl and server_hostname go with an address; a client brings its own")
         address, timeout = target.address, target.timeout
+        context, hostname = target.ssl_context, target.server_hostname
     else:
         address = resolve_address(target, port, scheme="beanstalk", default_port=DEFAULT_PORT)
+        context, hostname = tls_context(ssl), server_hostname
 
     def make() -> AsyncClient:
-        return AsyncClient(address, timeout=timeout)
+        return AsyncClient(address, timeout=timeout, ssl=context, server_hostname=hostname)
 
     return make
 
@@ -184,9 +202,22 @@ class AsyncWorker:
         shutdown_timeout: on stop, how long in-flight handlers may finish before they are
             cancelled and their jobs released.
         backoff: reconnect delays (jittered exponential).
-        timeout: the client's reply timeout for connections the worker opens.
+        timeout: the client's reply timeout for connections the worker opens, and how long a
+            command may go unanswered beyond its own wait before the worker drops the
+            connection and reconnects (``None``: never; a client target's own timeout is
+            used for it).
         events: where to record job lifecycle events (off by default; see the module
             docstring); the worker id in them is ``<hostname>-<pid>``.
+        ssl: TLS for the connections the worker opens, as for :class:`AsyncClient`
+            (``True``, an ``ssl.SSLContext``, or ``None``/``False`` for plain TCP); not with a
+            client as ``target``, whose own TLS (context and host name) the worker keeps.
+        server_hostname: the name the server's certificate must carry (default: the host).
+
+    Raises:
+        TypeError: ``ssl`` is not a bool or an ``ssl.SSLContext``; ``port``, ``ssl`` or
+            ``server_hostname`` given with a client.
+        ValueError, LocalProtocolError, InvalidAddress: a bad count, tube name or address
+            (nothing is sent).
     """
 
     def __init__(
@@ -206,6 +237,8 @@ class AsyncWorker:
         backoff: Backoff | None = None,
         timeout: float | None = 10.0,
         events: EventSink | None = None,
+        ssl: SSLOption = None,
+        server_hostname: str | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be >= 1")
@@ -226,7 +259,7 @@ class AsyncWorker:
         self.stats = WorkerStats()
         self.events = events
         self.worker_id = default_worker_id()
-        self._make_client = _client_factory(target, port, timeout)
+        self._make_client = _client_factory(target, port, timeout, ssl, server_hostname)
         self._first: AsyncClient | None = target if isinstance(target, AsyncClient) else None
         self._client: AsyncClient | None = None
         self._generation = 0
@@ -248,6 +281,10 @@ class AsyncWorker:
         self._work_known = False
         self._next_blocking = 0.0
         self._acks_out = 0
+        #: Handler threads still running for jobs already settled (the sync Worker gives a
+        #: thread up over handler_timeout or at shutdown; it cannot be stopped): they too fill
+        #: a slot until they return.
+        self._abandoned = 0
 
     async def __aenter__(self) -> AsyncWorker:
         return self
@@ -295,7 +332,9 @@ class AsyncWorker:
                 try:
                     client = await self._connect()
                     await self._serve(client)
-                except JobwireConnectionError as exc:
+                except (JobwireConnectionError, OperationTimeout) as exc:
+                    # OperationTimeout: a server that accepts but does not answer (stopped,
+                    # overloaded) timed out the watch list; try again like a lost connection.
                     await self._pause_before_reconnect(exc)
             outer.cancel_scope.cancel()
         self._handlers_tg = None
@@ -367,6 +406,8 @@ class AsyncWorker:
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(guarded, client._serve_replies)
+            if client.timeout is not None:
+                tg.start_soon(guarded, lambda: self._watchdog(client))
             if self.auto_touch:
                 tg.start_soon(guarded, lambda: self._toucher(client))
             # Stopping: wait for the handlers (cancelling, and so releasing, what overruns
@@ -379,6 +420,47 @@ class AsyncWorker:
         if lost:
             raise lost[0]
 
+    async def _watchdog(self, client: AsyncClient) -> None:
+        """Give up on a server that stopped answering without closing (frozen, partitioned):
+        the worker's commands are queued without a deadline of their own, so this task checks
+        the oldest one still unanswered. Once it has waited longer than its own wait (the
+        seconds of a ``reserve-with-timeout``; 0 for any other command) plus the client's
+        ``timeout``, counted from when it became the oldest (the server answers in order), the
+        connection is treated as lost: every waiting command fails and ``run`` reconnects
+        with back-off.
+
+        Raises:
+            ConnectionLost: the oldest command went unanswered past its deadline.
+        """
+        assert client.timeout is not None
+        limit = client.timeout
+        session = client._session
+        interval = min(0.25, max(limit / 4, 0.01))
+        head: object = None
+        since = 0.0
+        while True:
+            await anyio.sleep(interval)
+            fifo = session._fifo
+            if not fifo:
+                head = None
+                continue
+            oldest = fifo[0]
+            now = time.monotonic()
+            if oldest is not head:  # became the oldest since the last look
+                head, since = oldest, now
+                continue
+            command = oldest.command
+            if isinstance(command, Reserve):
+                continue  # waits for as long as it takes (the worker never sends one)
+            wait = command.seconds if isinstance(command, ReserveWithTimeout) else 0
+            if now - since > wait + limit:
+                error = ConnectionLost(
+                    f"no reply to {command.name} within {wait + limit:g} s: the server has "
+                    "stopped answering"
+                )
+                session.fail(error)
+                raise error
+
     # -- reserving -----------------------------------------------------------------------------
 
     async def _pump(self, client: AsyncClient) -> None:
@@ -386,7 +468,7 @@ class AsyncWorker:
             # A fresh event *before* looking at the state: whatever changes it from here on
             # (a reply, a finished handler) wakes this loop, even during the flush below.
             wake = self._wake = anyio.Event()
-            free = self.concurrency - len(self._holding) - self._reserves_out
+            free = self.concurrency - len(self._holding) - self._abandoned - self._reserves_out
             retry_in = 0.0
             if free > 0:
                 if self._work_known:
@@ -736,13 +818,15 @@ class Worker:
         Worker("beanstalk://127.0.0.1:11300", tubes=["emails"], concurrency=8).run(handle)
 
     ``handler_timeout`` cannot stop a Python thread: over it, the job is released and the
-    thread's eventual result is ignored.
+    thread's eventual result is ignored. Such a thread still fills its slot until it returns:
+    the worker never runs more than ``concurrency`` handler threads.
     """
 
     def __init__(self, target: ClientTarget, port: int | None = None, **options: Any) -> None:
         if isinstance(target, AsyncClient):
             raise TypeError("Worker takes a Client, URL or address; AsyncWorker an AsyncClient")
-        _client_factory(target, port, None)  # a bad address raises here, not in run()
+        # A bad address or ssl= raises here, not in run().
+        _client_factory(target, port, None, options.get("ssl"), options.get("server_hostname"))
         self._target = target
         options["port"] = port
         self._options = options
@@ -764,10 +848,14 @@ class Worker:
         worker = AsyncWorker(self._target, **self._options)
         limiter = anyio.CapacityLimiter(worker.concurrency)
 
+        def given_up(threads: int) -> None:
+            worker._abandoned += threads
+            worker._wake.set()
+
         async def in_thread(job: Job) -> object:
-            return await anyio.to_thread.run_sync(
-                handler, job, limiter=limiter, abandon_on_cancel=True
-            )
+            # Over handler_timeout or at shutdown the thread runs on in its slot until it
+            # returns (the limiter, released at once, does not count it).
+            return await run_in_thread(handler, job, limiter=limiter, given_up=given_up)
 
         self._async = worker
         self._token = anyio.lowlevel.current_token()

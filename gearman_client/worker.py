@@ -45,9 +45,10 @@ import anyio.to_thread
 
 from jobwire._backoff import Backoff
 from jobwire._pending import Pending
+from jobwire._streams import SSLOption, tls_context
 from jobwire._transport import AsyncTransport
 from jobwire._url import Address
-from jobwire.errors import JobwireError, LocalProtocolError, OperationTimeout
+from jobwire.errors import JobwireError, LocalProtocolError, OperationTimeout, TLSError
 from jobwire.events import EventSink, default_worker_id, failure_group
 
 from . import _packets as pk
@@ -113,6 +114,16 @@ class AsyncWorker:
         timeout: seconds an answer (to a grab) may take before the connection is dropped.
         events: where to record job lifecycle events (off by default; see the module
             docstring).
+        ssl: TLS to every server: ``True`` (the default context: certificate and host name
+            checked) or an ``ssl.SSLContext``, one for all servers; ``None``/``False``: plain.
+            A refused certificate is logged (warning) and retried with back-off like any
+            failed connection; there is never a plaintext fallback.
+        server_hostname: the name the servers' certificates must carry (default: each
+            server's host).
+
+    Raises:
+        LocalProtocolError: a bad concurrency or client id. TypeError, InvalidAddress: a bad
+            server address, or ``ssl`` is not a bool or an ``ssl.SSLContext`` (TypeError).
     """
 
     def __init__(
@@ -121,10 +132,14 @@ class AsyncWorker:
         regrab_interval: float | None = None, grab_all: bool = False,
         timeout: float | None = 30.0, connect_timeout: float | None = 10.0,
         events: EventSink | None = None,
+        ssl: SSLOption = None, server_hostname: str | None = None,
     ) -> None:
         if concurrency < 1:
             raise LocalProtocolError("concurrency must be >= 1")
         self._addresses: list[Address] = _addresses(servers, port)
+        #: The TLS context of ``ssl=`` (``None``: plain TCP), and the name asked for.
+        self.ssl_context = tls_context(ssl)
+        self.server_hostname = server_hostname
         self.client_id = None if client_id is None else as_bytes(client_id, "client_id")
         if self.client_id is not None:
             pk.SetClientId(self.client_id).validate()
@@ -218,7 +233,10 @@ class AsyncWorker:
         backoff = Backoff(base=0.05, cap=5.0)
         while not self._stopping:
             session = GearmanSession()
-            transport = AsyncTransport(address, session, connect_timeout=self.connect_timeout)
+            transport = AsyncTransport(
+                address, session, connect_timeout=self.connect_timeout,
+                ssl=self.ssl_context, server_hostname=self.server_hostname,
+            )
             try:
                 await transport.connect()
                 session.on_error = lambda error: logger.info(
@@ -242,6 +260,8 @@ class AsyncWorker:
                             logger.info("worker connection to %s: %s", address, exc)  # report)
                 finally:
                     self._live.remove((session, transport))
+            except TLSError as exc:  # a setup problem, not a passing outage: say it louder
+                logger.warning("worker connection to %s: %s", address, exc)
             except JobwireError as exc:
                 logger.info("worker connection to %s: %s", address, exc)
             finally:

@@ -59,7 +59,11 @@ One :class:`~qless_client.AsyncClient` carries everything: pops, heartbeats, rep
 :class:`Worker`) the calls that handler threads make on their jobs. Redis keeps no state per
 connection that qless needs, so when the server goes away the next call opens a new connection
 (and reloads the script after a restart); the pump waits with jittered exponential back-off
-(``backoff``) between failed pops, and reports are retried until the job's lock runs out.
+(``backoff``) between failed pops, and reports are retried until the job's lock runs out. A
+report whose reply never came may have been run anyway (a server that stalled, then went on):
+when the copy sent again is refused, the job's history is read back, and if it holds what the
+unanswered copy wrote (its exact ``now``, this worker's name) the report counts as done; only
+otherwise is the job lost (docs/qless.md).
 
 Events
 ------
@@ -91,18 +95,18 @@ import anyio
 import anyio.abc
 import anyio.from_thread
 import anyio.lowlevel
-import anyio.to_thread
 
 from jobwire._backoff import Backoff
+from jobwire._threads import run_in_thread
 from jobwire._url import AddressLike
-from jobwire.errors import BulkError, JobwireError, LocalProtocolError
+from jobwire.errors import BulkError, ConnectFailed, JobwireError, LocalProtocolError
 from jobwire.events import EventSink, failure_group
 
 from . import _scripts as sc
 from ._client_async import AsyncClient, AsyncJob, _encode, _name, _seconds
 from ._client_sync import Client, Job
 from ._popguard import AsyncPopGuard, give_back
-from .errors import JobNotFound, LostLock, ScriptError, WrongQueue
+from .errors import JobNotFound, LostLock, RedisError, ScriptError, WrongQueue
 
 __all__ = ["AsyncWorker", "Next", "RetryPolicy", "Worker", "WorkerStats"]
 
@@ -324,7 +328,15 @@ class AsyncWorker:
         self._wake = anyio.Event()
         self._beat_wake = anyio.Event()
         self._handlers_tg: anyio.abc.TaskGroup | None = None
+        # Every job popped and not settled (``_holding``), and the newest of each jid (the
+        # one heartbeats renew). A job popped again while a handler still runs on its first
+        # pop has two entries in ``_holding``: both fill a slot.
+        self._holding: set[_Held] = set()
         self._held: dict[str, _Held] = {}
+        #: Handler threads still running for jobs already settled (the sync Worker gives a
+        #: thread up over handler_timeout or at shutdown; it cannot be stopped): they too fill
+        #: a slot until they return.
+        self._abandoned = 0
         self._ready: deque[_Held] = deque()
         self._idle: list[anyio.Event] = []
         self._next_queue = 0  # round-robin: where the next round starts
@@ -426,7 +438,7 @@ class AsyncWorker:
             # A fresh event before looking at the slots: a handler finishing from here on
             # wakes this loop.
             wake = self._wake = anyio.Event()
-            free = self.concurrency - len(self._held)
+            free = self.concurrency - len(self._holding) - self._abandoned
             if free <= 0:
                 await wake.wait()
                 continue
@@ -483,6 +495,7 @@ class AsyncWorker:
         left = max(0.0, raw["expires"] - client.clock())
         held = _Held(job, raw["expires"], anyio.current_time() + left / 2)
         self._held[job.jid] = held
+        self._holding.add(held)
         self.stats.popped += 1
         self.stats.in_flight += 1
         self._ready.append(held)
@@ -577,6 +590,7 @@ class AsyncWorker:
         if held.done:
             return
         held.done = True
+        self._holding.discard(held)
         if self._held.get(held.job.jid) is held:
             del self._held[held.job.jid]
             if self._observed is not None:
@@ -587,25 +601,45 @@ class AsyncWorker:
     # -- reports -------------------------------------------------------------------------------
 
     async def _send(
-        self, held: _Held, what: str, build: Callable[[float], sc.ScriptCall[T]]
+        self, held: _Held, what: str, build: Callable[[float], sc.ScriptCall[T]],
+        landed: Callable[[sc.JobData, float], T | None] | None = None,
     ) -> T | None:
         """Send ``build(now)`` for ``held`` until it is answered: its reply, or None when the
         job turned out not to be ours (counted as lost) or the lock ran out while the
-        connection was down. Sent again, with a fresh ``now``, after connection failures."""
+        connection was down. Sent again, with a fresh ``now``, after connection failures.
+
+        A copy whose reply never came (timeout, connection lost) may have been run all the
+        same (a server that stalled, then went on). When a copy sent again is refused as not
+        ours, the job's history is read (``get``): ``landed(job, now)`` returns the reply the
+        call sent with ``now`` got if the history shows it was run (the script writes each
+        call's ``now`` there), and that reply is this call's; only otherwise is the job lost.
+        """
         assert self._client is not None
         client = self._client
         backoff = Backoff(base=0.05, cap=1.0)
+        #: Copies sent whose replies never came: each may have been run.
+        unanswered: list[sc.ScriptCall[T]] = []
         while True:
+            if unanswered and held.job.lost:
+                # Popped again by this worker meanwhile (see _take, counted there): a copy
+                # sent now would settle the new lock, not ours.
+                return None
             call = build(client.clock())
             try:
                 return await client._run(call)
             except _NOT_OURS as exc:
+                if unanswered and landed is not None:
+                    found = await self._find_run(held, what, unanswered, landed)
+                    if found is not None:
+                        return found
                 self._lose(held, f"{what} refused: {exc.detail or exc}", _sent_now(call))
                 return None
             except ScriptError as exc:  # a bug: the call was malformed
                 log.error("job %s: %s refused: %s", held.job.jid, what, exc)
                 return None
             except JobwireError as exc:  # the connection, or a passing LOADING/BUSY
+                if not isinstance(exc, (ConnectFailed, RedisError)):  # sent, reply lost
+                    unanswered.append(call)
                 now = client.clock()
                 left = held.expires - now
                 if left <= 0:
@@ -615,6 +649,37 @@ class AsyncWorker:
                 log.info("job %s: %s failed (%s); trying again in %.2f s", held.job.jid, what,
                          exc, delay)
                 await anyio.sleep(delay)
+
+    async def _find_run(
+        self, held: _Held, what: str, unanswered: list[sc.ScriptCall[T]],
+        landed: Callable[[sc.JobData, float], T | None],
+    ) -> T | None:
+        """The reply of the copy in ``unanswered`` that the job's history shows was run (its
+        event recorded with that copy's ``now``), or None: none was, there is no job, or it
+        could not be read within ``GIVE_BACK_TIMEOUT``."""
+        assert self._client is not None
+        client, jid = self._client, held.job.jid
+        backoff = Backoff(base=0.05, cap=1.0)
+        raw: sc.JobData | None = None
+        with anyio.move_on_after(GIVE_BACK_TIMEOUT):
+            while True:
+                try:
+                    raw = await client._run(sc.get(client.clock(), jid))
+                    break
+                except JobwireError as exc:
+                    log.info("job %s: reading it back failed (%s)", jid, exc)
+                    await anyio.sleep(backoff.next_delay())
+        if raw is None:
+            return None
+        for call in unanswered:
+            reply = landed(raw, _sent_now(call))
+            if reply is not None:
+                log.info("job %s: the %s sent with now=%.3f was run, its reply lost; "
+                         "counted as done", jid, what, _sent_now(call))
+                if self._observed is not None:
+                    self._observed.observe(call, reply)
+                return reply
+        return None
 
     async def _complete(self, held: _Held, result: object) -> None:
         job = held.job
@@ -632,7 +697,15 @@ class AsyncWorker:
             return sc.complete(now, job.jid, job.worker, queue, data, next=nxt.queue,
                                delay=nxt.delay, depends=list(nxt.depends) or None)
 
-        state = await self._send(held, "complete", build)
+        def landed(raw: sc.JobData, now: float) -> str | None:
+            # complete writes ``done`` into the stage this worker popped (then, with a next
+            # queue, a new stage there).
+            for entry in raw["history"]:
+                if _at(entry.get("done"), now) and entry.get("worker") == job.worker:
+                    return "complete" if nxt is None else raw["state"]
+            return None
+
+        state = await self._send(held, "complete", build, landed)
         if state is not None:
             job.state, job.queue = state, (nxt.queue if nxt is not None else None)
             self.stats.completed += 1
@@ -640,8 +713,20 @@ class AsyncWorker:
     async def _retry(self, held: _Held, delay: float) -> None:
         job = held.job
         queue = job.queue or ""
+        def landed(raw: sc.JobData, now: float) -> int | None:
+            # retry adds a stage in the queue, put at ``now``, after the stage this worker
+            # popped; with no retries left it writes ``failed`` into that stage instead.
+            history = raw["history"]
+            for i, entry in enumerate(history):
+                if _at(entry.get("failed"), now) and entry.get("worker") == job.worker:
+                    return min(-1, int(raw["remaining"]))
+                if (i and _at(entry.get("put"), now) and entry.get("q") == queue
+                        and history[i - 1].get("worker") == job.worker):
+                    return max(0, int(raw["remaining"]))
+            return None
+
         left = await self._send(
-            held, "retry", lambda now: sc.retry(now, job.jid, queue, job.worker, delay)
+            held, "retry", lambda now: sc.retry(now, job.jid, queue, job.worker, delay), landed
         )
         if left is None:
             return
@@ -761,21 +846,21 @@ class AsyncWorker:
     # -- shutdown ------------------------------------------------------------------------------
 
     async def _wait_handlers(self) -> None:
-        if not self._held:
+        if not self._holding:
             return
         log.info("stopping: waiting up to %.1f s for %d job(s)", self.shutdown_timeout,
-                 len(self._held))
+                 len(self._holding))
         with anyio.move_on_after(self.shutdown_timeout):
-            await self._until(lambda: not self._held)
-        if self._held and self._handlers_tg is not None:
+            await self._until(lambda: not self._holding)
+        if self._holding and self._handlers_tg is not None:
             log.warning("stopping: %d job(s) still running after %.1f s; cancelling them",
-                        len(self._held), self.shutdown_timeout)
+                        len(self._holding), self.shutdown_timeout)
             self._handlers_tg.cancel_scope.cancel()  # each hands its job back as it ends
             leftover = list(self._ready)
             self._ready.clear()
             if leftover:
                 await self._give_back_many(leftover)
-            await self._until(lambda: not self._held)
+            await self._until(lambda: not self._holding)
 
     async def _until(self, condition: Callable[[], bool]) -> None:
         while True:
@@ -783,6 +868,12 @@ class AsyncWorker:
             if condition():
                 return
             await wake.wait()
+
+
+def _at(value: object, now: float) -> bool:
+    """Whether a history time is ``now`` (both are the ``now`` a call sent, in ms)."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and abs(value - now) < 0.0005)
 
 
 def _sent_now(call: sc.ScriptCall[Any]) -> float:
@@ -867,6 +958,12 @@ class _Observed(AsyncClient):
             if result < 0:  # no retries were left: the script failed the job
                 self._emit("failed", now, queue, jid, attempt, group=f"failed-retries-{queue}")
 
+    def observe(self, call: sc.ScriptCall[Any], result: Any) -> None:
+        """Record ``call`` as run with ``result``: a call whose reply was lost, found run in
+        the job's history."""
+        if call.command in _OBSERVED:
+            self._observe(call, result)
+
     def lost(self, jid: str, now: float) -> None:
         """Record that this worker lost ``jid`` (its lock) at ``now``."""
         known = self._popped.pop(jid, None)
@@ -920,7 +1017,9 @@ class Worker:
     cancelled: when the job's lock is lost, ``job.lost`` becomes true and whatever the handler
     then returns or raises is dropped. Over ``handler_timeout`` or ``shutdown_timeout`` the
     thread is abandoned (it runs on; its result is ignored) and the job is failed or handed
-    back.
+    back. A thread that runs on (abandoned, or on a lost job) still fills its slot until it
+    returns: the worker never runs more than ``concurrency`` handler threads, nor pops more
+    jobs than it has slots free.
     """
 
     def __init__(self, target: AddressLike = "127.0.0.1", port: int | None = None,
@@ -965,10 +1064,14 @@ class Worker:
         worker._make_job = make_job
         limiter = anyio.CapacityLimiter(worker.concurrency)
 
+        def given_up(threads: int) -> None:
+            worker._abandoned += threads
+            worker._wake.set()
+
         async def in_thread(job: Job) -> object:
-            return await anyio.to_thread.run_sync(
-                handler, job, limiter=limiter, abandon_on_cancel=True
-            )
+            # Over handler_timeout or at shutdown the thread runs on in its slot until it
+            # returns (the limiter, released at once, does not count it).
+            return await run_in_thread(handler, job, limiter=limiter, given_up=given_up)
 
         self._async = worker
         self._token = token

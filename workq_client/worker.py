@@ -21,7 +21,11 @@ Why it is shaped like this:
   job was finished meanwhile or evicted -- and the outcome goes to ``on_late_result`` (default: a
   warning), never silently dropped. ``stats`` counts all of it.
 * **Reconnects** with jittered exponential back-off (``jobwire.Backoff``); a report whose
-  connection died is retried on a new one (Workq allows finishing a job on another connection).
+  connection died, or whose reply did not come within ``timeout``, is sent again on a new one
+  (Workq allows finishing a job on another connection). The first copy may have reached the
+  server all the same (a server that stalled, then went on): a copy sent again that is refused
+  with ``Duplicate result`` is counted as done (``completed``/``failed``), not as a report
+  error. A first send refused that way is an error (someone else finished the job).
 * **Graceful stop, no stranded job.** ``stop()`` issues no new lease and cancels none: a lease
   already sent cannot be withdrawn, and the server hands it the next job of one of its names
   even if the connection is closed (Workq 0.2.0 does not notice; it has no release either), so
@@ -49,15 +53,22 @@ from typing import TypeVar
 import anyio
 
 from jobwire._backoff import Backoff
+from jobwire._streams import SSLOption, tls_context
 from jobwire._url import AddressLike, resolve_address
-from jobwire.errors import JobwireConnectionError, OperationTimeout, RemoteProtocolError
+from jobwire.errors import (
+    ConnectFailed,
+    JobwireConnectionError,
+    OperationTimeout,
+    RemoteProtocolError,
+    TLSError,
+)
 from jobwire.events import EventSink, default_worker_id, failure_group
 
 from ._commands import MAX_PAYLOAD, validate_name
 from ._records import LeasedJob
 from .aio import DEFAULT_PORT, AsyncClient
 from .client import Client
-from .errors import TimedOut, WorkqError
+from .errors import ClientError, TimedOut, WorkqError
 
 __all__ = ["AsyncWorker", "JobContext", "LateResult", "Worker", "WorkerStats"]
 
@@ -144,6 +155,29 @@ def _outcome(result: Result) -> tuple[bool, bytes, str | None]:
     return True, data, None
 
 
+def _log_connection_problem(exc: BaseException) -> None:
+    # A refused certificate is a setup problem, not a passing outage: say it louder.
+    level = logging.WARNING if isinstance(exc, TLSError) else logging.INFO
+    logger.log(level, "worker connection problem (%r); reconnecting", exc)
+
+
+def _may_have_arrived(exc: BaseException) -> bool:
+    """Whether a report that failed with ``exc`` may still have reached the server (its reply
+    was lost, or late): anything but a connection that never opened."""
+    return not isinstance(exc, ConnectFailed)
+
+
+def _already_reported(exc: WorkqError, job: JobContext, success: bool) -> bool:
+    """Whether ``exc``, refusing a report sent again, says that an earlier copy of it reached
+    the server: ``Duplicate result``, the job being finished already, is what the server
+    answers the second ``complete``/``fail`` of a job (docs/workq.md)."""
+    if isinstance(exc, ClientError) and exc.text == "Duplicate result":
+        logger.info("job %s: the %s sent before the connection failed reached the server; "
+                    "counted as done", job.job_id, "complete" if success else "fail")
+        return True
+    return False
+
+
 def _call_hook(hook: Callable[[T], None], arg: T) -> None:
     try:
         hook(arg)
@@ -183,6 +217,8 @@ class _Base:
         on_overrun: Callable[[JobContext], None] | None,
         on_late_result: Callable[[LateResult], None] | None,
         events: EventSink | None,
+        ssl: SSLOption,
+        server_hostname: str | None,
     ) -> None:
         names = (names,) if isinstance(names, str) else tuple(names)
         if not names:
@@ -194,6 +230,10 @@ class _Base:
         self.address = resolve_address(
             address, port, scheme="workq", default_port=DEFAULT_PORT, unix=False
         )
+        #: The TLS context of ``ssl=`` (``None``: plain TCP) for every connection the worker
+        #: opens, and the name the certificate must carry.
+        self.ssl_context = tls_context(ssl)
+        self.server_hostname = server_hostname
         self.names = names
         self.concurrency = concurrency
         self.wait = wait
@@ -263,6 +303,15 @@ class AsyncWorker(_Base):
         on_late_result: called with what became of a result reported after the TTR.
         events: where to record job lifecycle events (off by default; see the module
             docstring).
+        ssl: TLS for every connection the worker opens (reconnects included): ``True`` (the
+            default context: certificate and host name checked) or an ``ssl.SSLContext``;
+            ``None``/``False``: plain. A refused certificate is retried with back-off like any
+            failed connection; there is never a plaintext fallback.
+        server_hostname: the name the server's certificate must carry (default: the host).
+
+    Raises:
+        ValueError, LocalProtocolError: no names, a bad name or concurrency. TypeError,
+            InvalidAddress: a bad address, or ``ssl`` is not a bool or an ``ssl.SSLContext``.
     """
 
     def __init__(
@@ -279,11 +328,18 @@ class AsyncWorker(_Base):
         on_overrun: Callable[[JobContext], None] | None = None,
         on_late_result: Callable[[LateResult], None] | None = None,
         events: EventSink | None = None,
+        ssl: SSLOption = None,
+        server_hostname: str | None = None,
     ) -> None:
         super().__init__(address, names, port=port, concurrency=concurrency, wait=wait,
                          timeout=timeout, backoff=backoff, on_overrun=on_overrun,
-                         on_late_result=on_late_result, events=events)
+                         on_late_result=on_late_result, events=events, ssl=ssl,
+                         server_hostname=server_hostname)
         self.handler = handler
+
+    def _new_client(self) -> AsyncClient:
+        return AsyncClient(self.address, timeout=self.timeout, ssl=self.ssl_context,
+                           server_hostname=self.server_hostname)
 
     def stop(self) -> None:
         """Stop leasing: no new lease is sent; each lease in flight runs out (within ``wait``)
@@ -306,7 +362,7 @@ class AsyncWorker(_Base):
             while not self._stopping:
                 try:
                     if client is None:
-                        client = AsyncClient(self.address, timeout=self.timeout)
+                        client = self._new_client()
                         await client.connect()
                     if self._stopping:  # stop() ran while this slot was connecting
                         break
@@ -320,7 +376,7 @@ class AsyncWorker(_Base):
                     logger.info("worker lease unanswered (%r); leasing again", exc)
                     continue
                 except _RETRYABLE as exc:
-                    logger.info("worker connection problem (%r); reconnecting", exc)
+                    _log_connection_problem(exc)
                     self.stats.reconnects += 1
                     if client is not None:
                         await client.aclose()
@@ -355,6 +411,7 @@ class AsyncWorker(_Base):
 
     async def _report(self, client: AsyncClient, job: JobContext, success: bool, data: bytes,
                       group: str | None, backoff: Backoff) -> AsyncClient:
+        sent_at: float | None = None  # an earlier attempt that may have reached the server
         for attempt in range(_REPORT_ATTEMPTS):
             at = time.time()
             try:
@@ -363,16 +420,21 @@ class AsyncWorker(_Base):
                 else:
                     await client.fail(job.job_id, data)
             except WorkqError as exc:
-                self._reported(job, success, exc, group, at)
+                if sent_at is not None and _already_reported(exc, job, success):
+                    self._reported(job, success, None, group, sent_at)
+                else:
+                    self._reported(job, success, exc, group, at)
                 return client
             except _RETRYABLE as exc:
+                if sent_at is None and _may_have_arrived(exc):
+                    sent_at = at
                 if attempt == _REPORT_ATTEMPTS - 1:
                     self._reported(job, success, exc, group, at)
                     return client
                 self.stats.reconnects += 1
                 await client.aclose()
                 await anyio.sleep(backoff.next_delay())
-                client = AsyncClient(self.address, timeout=self.timeout)
+                client = self._new_client()
                 continue
             self._reported(job, success, None, group, at)
             return client
@@ -401,10 +463,13 @@ class Worker(_Base):
         on_overrun: Callable[[JobContext], None] | None = None,
         on_late_result: Callable[[LateResult], None] | None = None,
         events: EventSink | None = None,
+        ssl: SSLOption = None,
+        server_hostname: str | None = None,
     ) -> None:
         super().__init__(address, names, port=port, concurrency=concurrency, wait=wait,
                          timeout=timeout, backoff=backoff, on_overrun=on_overrun,
-                         on_late_result=on_late_result, events=events)
+                         on_late_result=on_late_result, events=events, ssl=ssl,
+                         server_hostname=server_hostname)
         self.handler = handler
         self._lock = threading.Lock()
         self._stop_event = threading.Event()
@@ -417,6 +482,10 @@ class Worker(_Base):
                   group: str | None, at: float) -> None:
         with self._lock:
             super()._reported(job, success, error, group, at)
+
+    def _new_client(self) -> Client:
+        return Client(self.address, timeout=self.timeout, ssl=self.ssl_context,
+                      server_hostname=self.server_hostname)
 
     def stop(self) -> None:
         """Stop leasing (from any thread or a signal handler); running handlers finish and
@@ -442,13 +511,13 @@ class Worker(_Base):
             while not self._stopping:
                 try:
                     if client is None:
-                        client = Client(self.address, timeout=self.timeout)
+                        client = self._new_client()
                     leased = client.lease(self.names, wait=self.wait)
                     backoff.reset()
                 except TimedOut:
                     continue
                 except _RETRYABLE as exc:
-                    logger.info("worker connection problem (%r); reconnecting", exc)
+                    _log_connection_problem(exc)
                     with self._lock:
                         self.stats.reconnects += 1
                     if client is not None:
@@ -476,6 +545,7 @@ class Worker(_Base):
         finally:
             timer.cancel()
         timer.join()
+        sent_at: float | None = None  # an earlier attempt that may have reached the server
         for attempt in range(_REPORT_ATTEMPTS):
             at = time.time()
             try:
@@ -484,9 +554,14 @@ class Worker(_Base):
                 else:
                     client.fail(job.job_id, data)
             except WorkqError as exc:
-                self._reported(job, success, exc, group, at)
+                if sent_at is not None and _already_reported(exc, job, success):
+                    self._reported(job, success, None, group, sent_at)
+                else:
+                    self._reported(job, success, exc, group, at)
                 return client
             except _RETRYABLE as exc:
+                if sent_at is None and _may_have_arrived(exc):
+                    sent_at = at
                 if attempt == _REPORT_ATTEMPTS - 1:
                     self._reported(job, success, exc, group, at)
                     return client
@@ -495,7 +570,7 @@ class Worker(_Base):
                 time.sleep(backoff.next_delay())
                 try:
                     client.close()
-                    client = Client(self.address, timeout=self.timeout)
+                    client = self._new_client()
                 except _RETRYABLE:
                     continue
                 continue

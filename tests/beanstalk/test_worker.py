@@ -384,3 +384,59 @@ async def test_a_job_reserved_again_while_its_first_handler_runs(
     assert [(r["event"], r["job"]) for r in read_jsonl(tmp_path)] == [
         ("reserved", str(job_id)), ("lost", str(job_id)), ("reserved", str(job_id)),
         ("completed", str(job_id))]
+
+
+def test_tls_options_are_checked_in_the_constructor(server: BeanstalkServer) -> None:
+    """A bad ``ssl=`` fails where it was given; a client target brings its own TLS, so
+    ``ssl``/``server_hostname`` with one is refused (the over-TLS runs are in test_tls.py)."""
+    with pytest.raises(TypeError, match="ssl="):
+        Worker(server.url, ssl="yes")
+    with pytest.raises(TypeError, match="ssl="):
+        AsyncWorker(server.url, ssl=1)  # type: ignore[arg-type]
+    with Client(server.url) as client:
+        with pytest.raises(TypeError, match="ssl and server_hostname"):
+            Worker(client, ssl=True)
+        with pytest.raises(TypeError, match="ssl and server_hostname"):
+            AsyncWorker(client, server_hostname="localhost")
+
+
+@pytest.mark.slow
+def test_a_thread_over_handler_timeout_keeps_its_slot(server: BeanstalkServer, tube: str) -> None:
+    """Concurrency 1: the first handler's thread runs past ``handler_timeout``; its job is
+    released, but a thread cannot be stopped, so it still fills the one slot: the next job is
+    not reserved until the thread returns."""
+    started, release = threading.Event(), threading.Event()
+    seen: list[bytes] = []
+    worker = Worker(server.url, tubes=[tube], concurrency=1, handler_timeout=0.5,
+                    retry=RetryPolicy(base_delay=30), max_ack_delay=0.2, idle_wait=0.2)
+
+    def handler(job: Job) -> None:
+        seen.append(job.body)
+        if job.body == b"first":
+            started.set()
+            release.wait(20)
+        else:
+            worker.stop()
+
+    with _producer(server, tube) as p:
+        p.put(b"first")
+        runner = threading.Thread(target=worker.run, args=(handler,),
+                                  kwargs={"handle_signals": False}, daemon=True)
+        runner.start()
+        try:
+            assert started.wait(10)
+            deadline = time.monotonic() + 10
+            while worker.stats.released == 0:  # given up on: released with a delay
+                assert time.monotonic() < deadline, worker.stats
+                time.sleep(0.02)
+            second = p.put(b"second")
+            time.sleep(1.0)  # five blocking reserves' worth, were the slot free
+            assert p.stats_job(second)["state"] == "ready"
+            assert seen == [b"first"]
+        finally:
+            release.set()
+        runner.join(15)
+        assert not runner.is_alive()
+        assert seen == [b"first", b"second"]
+        with pytest.raises(NotFound):
+            p.stats_job(second)

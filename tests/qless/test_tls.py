@@ -8,14 +8,25 @@ from __future__ import annotations
 import os
 import ssl
 import tempfile
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 import pytest
 
 from jobwire import ConnectFailed, InvalidAddress, TLSError
-from qless_client import AsyncClient, AsyncRedis, Client, Redis
+from qless_client import (
+    AsyncClient,
+    AsyncJob,
+    AsyncRedis,
+    AsyncWorker,
+    Client,
+    Job,
+    Redis,
+    Worker,
+)
 from tests.conftest import free_port
 
 from .conftest import RedisServer, _spawn, redis_binary
@@ -140,3 +151,44 @@ async def test_async_plaintext_to_a_tls_port_fails_cleanly(tls_redis: TLSRedis) 
     with pytest.raises(ConnectFailed):
         await AsyncRedis(("localhost", tls_redis.server.port), ssl=tls_redis.context,
                          timeout=3).connect()
+
+
+@pytest.mark.anyio
+async def test_workers_over_tls(tls_redis: TLSRedis) -> None:
+    """The workers take the client's Redis options, ``ssl`` and ``server_hostname`` included:
+    every job is popped and completed over TLS (an IP address, the certificate's name asked
+    for), and a bad ``ssl=`` fails in the constructor."""
+    url = f"rediss://127.0.0.1:{tls_redis.tls_port}/6"
+    tls: dict[str, Any] = {"ssl": tls_redis.context, "server_hostname": "localhost"}
+    async with AsyncClient(url, **tls) as client:
+        jids = [await client.queue("tls-w").put("K", i) for i in range(3)]
+    seen: list[str] = []
+
+    async def handle(job: AsyncJob) -> None:
+        seen.append(job.jid)
+        if len(seen) == 3:
+            worker.stop()
+
+    worker = AsyncWorker(url, queues=["tls-w"], idle_wait=0.05, **tls)
+    with anyio.fail_after(10):
+        await worker.run(handle, handle_signals=False)
+    assert sorted(seen) == sorted(jids) and worker.stats.completed == 3
+
+    def handle_sync(job: Job) -> None:
+        seen.append(job.jid)
+        sync_worker.stop()
+
+    async with AsyncClient(url, **tls) as client:
+        jid = await client.queue("tls-w").put("K", "sync")
+    sync_worker = Worker(url, queues=["tls-w"], idle_wait=0.05, **tls)
+    thread = threading.Thread(target=sync_worker.run, args=(handle_sync,),
+                              kwargs={"handle_signals": False}, daemon=True)
+    thread.start()
+    await anyio.to_thread.run_sync(thread.join, 10)
+    assert not thread.is_alive() and seen[-1] == jid and sync_worker.stats.completed == 1
+    async with AsyncClient(url, **tls) as client:
+        for done in [*jids, jid]:
+            job = await client.get(done)
+            assert job is not None and job.state == "complete"
+    with pytest.raises(TypeError, match="ssl="):
+        Worker(url, queues=["tls-w"], ssl="yes")

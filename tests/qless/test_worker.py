@@ -869,3 +869,67 @@ def test_bad_arguments_raise_at_once(url: str) -> None:
         RetryPolicy(retry_on=ValueError)  # type: ignore[arg-type]
     assert failure_group(Boom()) == "tests.qless.test_worker.Boom"
     assert failure_group(json.JSONDecodeError("x", "", 0)) == "json.decoder.JSONDecodeError"
+
+
+# -- threads that cannot be cancelled still take their slot -------------------------------------
+
+
+def _run_sync_worker(worker: Worker, handler: Callable[[Job], object]) -> threading.Thread:
+    runner = threading.Thread(target=worker.run, args=(handler,),
+                              kwargs={"handle_signals": False}, daemon=True)
+    runner.start()
+    return runner
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["lost", "handler_timeout", "popped again"])
+def test_a_thread_still_running_keeps_its_slot(url: str, client: Client, how: str) -> None:
+    """The first job's handler thread goes on after the worker gave its job up: its lock was
+    taken away ("lost"); it ran over ``handler_timeout`` and the job was failed; or, with
+    concurrency 2, the job was put back in the queue and this worker popped it again, so a
+    second thread works on it too ("popped again"). A thread cannot be cancelled: it still
+    fills its slot, and the worker pops nothing more until the threads return. Then the next
+    job is handled."""
+    q = _queue()
+    client.config_set(f"heartbeat-{q}", 1)
+    first = client.queue(q).put("K", "first")
+    started, release = threading.Event(), threading.Event()
+    seen: list[str] = []
+    options: dict[str, Any] = {"handler_timeout": 0.5} if how == "handler_timeout" else {}
+    concurrency = 2 if how == "popped again" else 1
+    worker = Worker(url, queues=[q], concurrency=concurrency, idle_wait=0.05,
+                    worker_name=f"w-{uuid.uuid4().hex[:8]}", **options)
+
+    def handler(job: Job) -> None:
+        seen.append(job.data)
+        if job.data == "first":
+            started.set()
+            release.wait(20)  # blind to job.lost, as a blocking call is
+        else:
+            worker.stop()
+
+    runner = _run_sync_worker(worker, handler)
+    try:
+        assert started.wait(10)
+        if how == "lost":
+            _take_away(client, url, first, "moved", q)
+        elif how == "popped again":
+            job = client.get(first)
+            assert job is not None
+            job.move(q)
+        deadline = time.monotonic() + 10
+        while worker.stats.lost + worker.stats.failed == 0 or len(seen) < concurrency:
+            assert time.monotonic() < deadline, (worker.stats, seen)
+            time.sleep(0.02)
+        second = client.queue(q).put("K", "second")
+        time.sleep(1.0)  # twenty rounds of pops, were a slot free
+        waiting = client.get(second)
+        assert waiting is not None and waiting.state == "waiting", waiting
+        assert seen == ["first"] * concurrency
+    finally:
+        release.set()
+    runner.join(15)
+    assert not runner.is_alive()
+    assert seen == ["first"] * concurrency + ["second"]
+    job = client.get(second)
+    assert job is not None and job.state == "complete"

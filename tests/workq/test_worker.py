@@ -325,3 +325,40 @@ def test_sync_worker_stop_lets_the_running_handler_finish(
         assert not thread.is_alive()
         assert client.result(job_id).data == b"finished"
     assert worker.stats.completed == 1
+
+
+@pytest.mark.anyio
+async def test_untrusted_certificate_is_a_warning_and_retried(
+    qname: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker with ``ssl=`` whose certificate check fails says so at warning level and tries
+    again with back-off (never in plaintext); a bad ``ssl=`` fails in the constructor. The
+    runs over TLS are in test_tls.py."""
+    import logging
+
+    from ..tlsrelay import make_certs, untrusted_context
+
+    certs = make_certs()
+    server = start_workq_server(args=certs.server_args)
+    caplog.set_level(logging.INFO, logger="workq_client.worker")
+
+    async def handle(job: JobContext) -> bytes:
+        return b"never"
+
+    def refusals() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if r.levelno == logging.WARNING]
+
+    worker = AsyncWorker(("localhost", server.port), qname, handle, ssl=untrusted_context(),
+                         wait=0.5)
+    try:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(worker.run)
+                while len(refusals()) < 2:  # refused, and refused again after the back-off
+                    await anyio.sleep(0.05)
+                worker.stop()
+    finally:
+        server.stop()
+    assert all("TLSError" in r.getMessage() for r in refusals()), refusals()
+    with pytest.raises(TypeError, match="ssl="):
+        Worker("127.0.0.1", qname, lambda job: None, ssl="yes")  # type: ignore[arg-type]
