@@ -27,9 +27,10 @@ import anyio
 import pytest
 
 from jobwire import LocalProtocolError
+from jobwire.events import failure_group
 from qless_client import AsyncClient, AsyncJob, Client, Job, Next, RetryPolicy
 from qless_client._redis import Redis
-from qless_client.worker import AsyncWorker, Worker, failure_group
+from qless_client.worker import AsyncWorker, Worker
 from tests.qless.conftest import RedisServer
 
 pytestmark = pytest.mark.anyio
