@@ -124,7 +124,11 @@ def _check_word(value: str, what: str) -> str:
         raise LocalProtocolError(
             f"{what} must not contain whitespace or control characters: {value[:40]!r}"
         )
-    if len(value.encode()) > 1024:
+    try:
+        size = len(value.encode())
+    except UnicodeEncodeError:  # a lone surrogate: no UTF-8 for it
+        raise LocalProtocolError(f"{what} is not encodable as UTF-8: {value[:40]!r}") from None
+    if size > 1024:
         raise LocalProtocolError(f"{what} is too long")
     return value
 

@@ -157,6 +157,10 @@ class ServerConnection:
         try:
             line = buffer.extract_line(MAX_COMMAND_LINE)
         except LineTooLong:
+            # A bare LF within the line's bytes is what ended it, however the bytes arrived.
+            head = buffer.peek(min(len(buffer), MAX_COMMAND_LINE + 2)) or b""
+            if b"\n" in head:
+                return self._close("bare LF line ending")
             return self._close("command line too long")
         if line is None:
             pending = buffer.peek(len(buffer)) or b""
