@@ -10,7 +10,9 @@ asyncio loop, each system gets ``--producers`` producer tasks (one async client 
 random size 16 B - 8 KiB) and one async worker (``--concurrency`` jobs at once on one
 connection) whose handler checks the body it gets and sometimes raises (1 in 50: the job fails
 or is released, so the error paths run too). Producers stop adding while a system's backlog is
-over ``--backlog`` jobs, so the servers' memory should stay flat: a growing RSS is a leak.
+over ``--backlog`` jobs, so the servers' memory should stay flat once the retention windows
+are full: a Workq job and its result live for their TTL (60 s here), qless keeps the last 1,000
+completed jobs; past that, a growing RSS is a leak.
 
 Every ``--interval`` seconds a line per system: jobs put and handled per second in the
 interval, errors (client exceptions other than the handler's deliberate failures), backlog,
@@ -233,7 +235,7 @@ async def run_workq(system: System, args: argparse.Namespace, stop: anyio.Event)
 
     def open_put() -> _Ctx:
         return _Ctx(workq_client.AsyncClient(system.url),
-                    lambda c, data: c.add(name, data, ttr=30, ttl=600))
+                    lambda c, data: c.add(name, data, ttr=30, ttl=60))
 
     async def handle(job: workq_client.JobContext) -> bytes:
         _handled(system, job.payload)
