@@ -397,48 +397,16 @@ class Results:
 
 # -- Spark -------------------------------------------------------------------------------------
 
-LOG4J = """\
-rootLogger.level = error
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
-"""
-
-
 def spark_session(driver_memory: str, scratch: Path) -> SparkSession:
     """A quiet ``local[2]`` session on loopback, workers on this interpreter, with jobwire's
     formats and the probe sinks registered."""
-    from pyspark.sql import SparkSession
+    from jobwire.spark import local_session
 
-    import jobwire.spark
-
-    os.environ.update({
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "SPARK_LOCAL_IP": HOST,
+    spark = local_session("jobwire-bench", conf={
+        "spark.driver.memory": driver_memory,
+        "spark.local.dir": str(scratch / "spark-local"),
+        "spark.sql.streaming.stopTimeout": "30s",
     })
-    log4j = scratch / "log4j2.properties"
-    log4j.write_text(LOG4J)
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("jobwire-bench")
-        .config("spark.driver.memory", driver_memory)
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", HOST)
-        .config("spark.driver.bindAddress", HOST)
-        .config("spark.local.dir", str(scratch / "spark-local"))
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j}")
-        .config("spark.sql.streaming.stopTimeout", "30s")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    jobwire.spark.register(spark)
     for source in probe_sources():
         spark.dataSource.register(source)
     return spark

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import random
 import socket
 import subprocess
@@ -194,15 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # The planned failures are the demo's point, not news: no traceback for each.
     logging.getLogger("beanstalk_client.worker").setLevel(logging.CRITICAL)
-    from pyspark.sql import SparkSession
+    from jobwire.spark import local_session
 
-    # Spark's Python workers run on this interpreter (the one with jobwire and pyarrow).
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    spark = (SparkSession.builder.master("local[2]").appName("jobwire-pipeline")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = local_session("jobwire-pipeline")
     try:
         result = run(spark, url=args.url, input_path=args.input, rows=args.rows,
                      concurrency=args.concurrency, out=args.out)

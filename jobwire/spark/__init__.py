@@ -35,6 +35,7 @@ from ._beanstalk import BeanstalkDataSource
 from ._common import BODY_COLUMNS, BadOption, BadRow, RowRefused, WriteReport
 from ._gearman import GearmanDataSource, gearman_call
 from ._qless import QlessDataSource
+from ._session import local_env, local_session
 from ._workq import WorkqDataSource, workq_run
 
 __all__ = [
@@ -49,6 +50,8 @@ __all__ = [
     "WorkqDataSource",
     "WriteReport",
     "gearman_call",
+    "local_env",
+    "local_session",
     "register",
     "workq_run",
 ]

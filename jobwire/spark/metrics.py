@@ -49,7 +49,6 @@ import hashlib
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -477,26 +476,9 @@ def _table(rows: Sequence[Any]) -> str:
 
 
 def _session(master: str) -> SparkSession:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    log4j = Path(tempfile.mkdtemp(prefix="jobwire-metrics-")) / "log4j2.properties"
-    log4j.write_text(
-        "rootLogger.level = error\nrootLogger.appenderRef.stderr.ref = console\n"
-        "appender.console.type = Console\nappender.console.name = console\n"
-        "appender.console.target = SYSTEM_ERR\nappender.console.layout.type = PatternLayout\n"
-        "appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n\n"
-    )
-    spark = (
-        SparkSession.builder.master(master)
-        .appName("jobwire-metrics")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", str(max(2, os.cpu_count() or 2)))
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j}")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    from ._session import local_session
+
+    return local_session("jobwire-metrics", master, partitions=max(2, os.cpu_count() or 2))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

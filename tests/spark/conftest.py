@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -46,52 +43,18 @@ def need_spark() -> None:
     pytest.skip(reason, allow_module_level=True)
 
 
-#: Spark's own logging: errors only (the JVM reads this file at start).
-LOG4J = """\
-rootLogger.level = error
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
-"""
-
-
 def spark_env() -> dict[str, str]:
-    """The environment a Spark driver needs here: workers on this interpreter, loopback only."""
-    return {
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "SPARK_LOCAL_IP": "127.0.0.1",
-    }
+    """The environment a Spark driver needs here (for subprocess drivers)."""
+    from jobwire.spark import local_env
+
+    return local_env()
 
 
 def build_session(app: str) -> Any:
     """A quiet ``local[2]`` session with jobwire's formats registered."""
-    from pyspark.sql import SparkSession
+    from jobwire.spark import local_session
 
-    import jobwire.spark
-
-    os.environ.update(spark_env())
-    log4j = Path(tempfile.mkdtemp(prefix="jobwire-spark-")) / "log4j2.properties"
-    log4j.write_text(LOG4J)
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName(app)
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j}")
-        .config("spark.sql.streaming.stopTimeout", "10s")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    jobwire.spark.register(spark)
-    return spark
+    return local_session(app, conf={"spark.sql.streaming.stopTimeout": "10s"})
 
 
 @pytest.fixture(scope="session")
