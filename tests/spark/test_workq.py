@@ -10,10 +10,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from tests.workq.conftest import WorkqServer
-from workq_client import Client, JobContext, JobState, LeasedJob, TimedOut
+from workq_client import AsyncClient, Client, JobContext, JobState, LeasedJob, TimedOut
 from workq_client import Worker as WorkqWorker
 
 from .conftest import need_spark
@@ -43,17 +44,38 @@ def drain(server: WorkqServer, name: str) -> list[LeasedJob]:
             client.complete(job.job_id)
 
 
+async def drain_pipelined(server: WorkqServer, name: str) -> Counter[bytes]:
+    """Lease and complete every ready job of ``name`` with 64 callers on one async connection
+    (their commands pipelined); return the payloads."""
+    payloads: Counter[bytes] = Counter()
+    async with AsyncClient(server.url, timeout=30) as client:
+
+        async def lane() -> None:
+            while True:
+                try:
+                    job = await client.lease(name, wait=0)
+                except TimedOut:
+                    return
+                payloads[job.payload] += 1
+                await client.complete(job.job_id)
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(64):
+                tg.start_soon(lane)
+    return payloads
+
+
 @pytest.mark.slow
 def test_write_lands_exactly_the_rows_written(
     spark: Any, workq_server: WorkqServer, qname: str
 ) -> None:
-    n = 10_000
+    n = 100_000
     df = spark.range(n).selectExpr("cast(id as string) as payload").repartition(2)
     write(df, workq_server, name=qname)
     with Client(workq_server.url) as client:
         assert client.inspect_queue(qname).ready_len == n
-    jobs = drain(workq_server, qname)
-    assert Counter(j.payload for j in jobs) == Counter(str(i).encode() for i in range(n))
+    assert anyio.run(drain_pipelined, workq_server, qname) == Counter(
+        str(i).encode() for i in range(n))
 
 
 def test_row_columns_set_each_jobs_fields(
