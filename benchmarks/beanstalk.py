@@ -29,12 +29,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ctypes
 import importlib.metadata
 import json
 import os
 import platform
-import shutil
 import signal
 import socket
 import statistics
@@ -47,12 +45,20 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import aiostalk  # type: ignore[import-untyped]
 import anyio
 import greenstalk
+from _harness import (
+    HOST,
+    die_with_parent,
+    find_binary,
+    free_port,
+    proc_cpu,
+    stop_process,
+    terminate,
+)
 
 from beanstalk_client import AsyncClient, Client, Job
 from beanstalk_client.worker import AsyncWorker, Worker
@@ -60,7 +66,6 @@ from beanstalk_client.worker import AsyncWorker, Worker
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "beanstalk.json"
 
-HOST = "127.0.0.1"
 BODY = b"x" * 64  #: every job's body
 PRI, DELAY, TTR = 65536, 0, 60  #: the same put arguments for every client
 PUT_LINE = b"put %d %d %d %d\r\n%b\r\n" % (PRI, DELAY, TTR, len(BODY), BODY)
@@ -72,26 +77,6 @@ READ_SIZE = 65536  #: raw socket reads (a recv of >= 128 KiB costs an mmap per c
 # -- servers ----------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child
-    """Linux: the server gets SIGTERM if this process dies without cleaning up (SIGKILL)."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-def beanstalkd_binary() -> str:
-    found = shutil.which("beanstalkd")
-    for candidate in (found, "/usr/bin/beanstalkd", "/usr/sbin/beanstalkd"):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    raise SystemExit("beanstalkd is not installed (apt-get install -y beanstalkd)")
-
-
 @dataclass
 class Server:
     kind: str  #: "beanstalkd" or "bundled"
@@ -100,21 +85,10 @@ class Server:
 
     def cpu_seconds(self) -> float | None:
         """CPU time (user + system) the server has used so far, or None off Linux."""
-        try:
-            with open(f"/proc/{self.proc.pid}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            return None
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return proc_cpu(self.proc.pid)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
 
 def start_server(kind: str, poll: float = 0.02) -> Server:
@@ -122,7 +96,7 @@ def start_server(kind: str, poll: float = 0.02) -> Server:
     accepts connections."""
     port = free_port()
     command = (
-        [beanstalkd_binary()] if kind == "beanstalkd"
+        [find_binary("beanstalkd")] if kind == "beanstalkd"
         else [sys.executable, "-m", "beanstalk_client.server"]
     )
     # preexec_fn is only safe while this process has a single thread.
@@ -130,7 +104,7 @@ def start_server(kind: str, poll: float = 0.02) -> Server:
     proc = subprocess.Popen(
         [*command, "-l", HOST, "-p", str(port), "-z", "65535"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        preexec_fn=_die_with_parent if single else None,
+        preexec_fn=die_with_parent if single else None,
     )
     server = Server(kind, proc, port)
     deadline = time.monotonic() + 15
@@ -917,7 +891,7 @@ def environment() -> dict[str, Any]:
                 break
     try:
         bs_version = subprocess.run(
-            [beanstalkd_binary(), "-v"], capture_output=True, text=True, timeout=5
+            [find_binary("beanstalkd"), "-v"], capture_output=True, text=True, timeout=5
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError, SystemExit):
         bs_version = "?"
@@ -956,10 +930,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _terminate(signum: int, frame: FrameType | None) -> None:
-    raise SystemExit(128 + signum)  # unwinds through the finally blocks that stop servers
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
@@ -973,7 +943,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if repeats < 1:
         print("--repeats must be >= 1", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGTERM, terminate)
 
     wall = time.perf_counter()
     env = environment()

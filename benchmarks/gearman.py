@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from _harness import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 # This file is called gearman.py: keep its folder off the path so ``import gearman`` finds
@@ -87,12 +88,6 @@ while True:
     if out:
         sock.sendall(out)
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Gearmand:

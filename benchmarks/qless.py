@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import importlib
 import importlib.metadata
 import importlib.util
@@ -72,10 +71,19 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from types import FrameType, ModuleType
+from types import ModuleType
 from typing import Any
 
 import anyio
+from _harness import (
+    HOST,
+    die_with_parent,
+    find_binary,
+    free_port,
+    proc_cpu,
+    stop_process,
+    terminate,
+)
 
 from qless_client import AsyncClient, AsyncJob, AsyncWorker, Client, Job, Worker, new_jid
 from qless_client import _scripts as sc
@@ -84,7 +92,6 @@ from qless_client._resp import encode_command
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_JSON = ROOT / "benchmarks" / "results" / "qless.json"
 
-HOST = "127.0.0.1"
 QUEUE = "bench"
 KLASS = "bench.Noop"
 DATA: dict[str, Any] = {"id": 1, "body": "x" * 40}  #: every job's data (JSON, ~60 bytes)
@@ -98,26 +105,6 @@ JID_RE = re.compile(rb'"jid":"([^"]+)"')
 # -- redis-server ------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child
-    """Linux: the server gets SIGTERM if this process dies without cleaning up (SIGKILL)."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-def redis_binary() -> str:
-    found = shutil.which("redis-server")
-    for candidate in (found, "/usr/bin/redis-server", "/usr/sbin/redis-server"):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    raise SystemExit("redis-server is not installed (apt-get install -y redis-server)")
-
-
 @dataclass
 class RedisServer:
     proc: subprocess.Popen[bytes]
@@ -126,21 +113,10 @@ class RedisServer:
 
     def cpu_seconds(self) -> float | None:
         """CPU time (user + system) the server has used so far, or None off Linux."""
-        try:
-            with open(f"/proc/{self.proc.pid}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except OSError:
-            return None
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return proc_cpu(self.proc.pid)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
@@ -151,10 +127,10 @@ def start_redis() -> RedisServer:
     # preexec_fn is only safe while this process has a single thread.
     single = sys.platform == "linux" and threading.active_count() == 1
     proc = subprocess.Popen(
-        [redis_binary(), "--bind", HOST, "--port", str(port), "--save", "", "--appendonly", "no",
-         "--dir", folder, "--logfile", ""],
+        [find_binary("redis-server"), "--bind", HOST, "--port", str(port), "--save", "",
+         "--appendonly", "no", "--dir", folder, "--logfile", ""],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        preexec_fn=_die_with_parent if single else None,
+        preexec_fn=die_with_parent if single else None,
     )
     server = RedisServer(proc, port, folder)
     deadline = time.monotonic() + 15
@@ -189,8 +165,8 @@ def running() -> Iterator[RedisServer]:
 
 def redis_version() -> str:
     try:
-        out = subprocess.run([redis_binary(), "--version"], capture_output=True, text=True,
-                             timeout=5).stdout
+        out = subprocess.run([find_binary("redis-server"), "--version"], capture_output=True,
+                             text=True, timeout=5).stdout
     except (OSError, subprocess.SubprocessError, SystemExit):
         return "?"
     found = re.search(r"v=(\S+)", out)
@@ -943,10 +919,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _terminate(signum: int, frame: FrameType | None) -> None:
-    raise SystemExit(128 + signum)  # unwinds through the finally blocks that stop servers
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
@@ -960,7 +932,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if repeats < 1:
         print("--repeats must be >= 1", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGTERM, terminate)
 
     wall = time.perf_counter()
     env = environment()

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from _harness import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -58,12 +59,6 @@ FAIL_ONE_IN = 50
 
 class Deliberate(Exception):
     """The handler's planned failure (1 in FAIL_ONE_IN jobs): not counted as an error."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
 
 
 def rss_kib(pid: int) -> int:

@@ -59,7 +59,6 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import contextlib
-import ctypes
 import datetime
 import heapq
 import importlib.metadata
@@ -82,8 +81,18 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any
+
+from _harness import (
+    HOST,
+    die_with_parent,
+    find_binary,
+    free_port,
+    proc_cpu,
+    proc_stat,
+    stop_process,
+    terminate,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -102,7 +111,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 DEFAULT_JSON = ROOT / "benchmarks" / "results" / "spark.json"
-HOST = "127.0.0.1"
 TUBE = "bench"
 PRI, DELAY, TTR = 1024, 0, 60  #: the put arguments of both sides (the sink's defaults)
 WINDOW = 256  #: puts in flight: the sink's default and put_many's
@@ -126,43 +134,6 @@ def body_of(i: int) -> bytes:
 # -- beanstalkd --------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child
-    """Linux: the server gets SIGTERM if this process dies without cleaning up (SIGKILL)."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-def beanstalkd_binary() -> str:
-    found = shutil.which("beanstalkd")
-    for candidate in (found, "/usr/bin/beanstalkd", "/usr/sbin/beanstalkd"):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    raise SystemExit("beanstalkd is not installed (apt-get install -y beanstalkd)")
-
-
-def _proc_stat(pid: int) -> list[bytes] | None:
-    """The fields of ``/proc/<pid>/stat`` after the command name (state first), or None."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()
-    except OSError:
-        return None
-
-
-def _proc_cpu(pid: int) -> float | None:
-    """CPU seconds (user + system) ``pid`` has used, or None when it is gone."""
-    fields = _proc_stat(pid)
-    if fields is None:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 @dataclass
 class Server:
     proc: subprocess.Popen[bytes]
@@ -173,16 +144,10 @@ class Server:
         return f"beanstalk://{HOST}:{self.port}"
 
     def cpu_seconds(self) -> float | None:
-        return _proc_cpu(self.proc.pid)
+        return proc_cpu(self.proc.pid)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
 
 def start_server() -> Server:
@@ -190,9 +155,9 @@ def start_server() -> Server:
     port = free_port()
     single = sys.platform == "linux" and threading.active_count() == 1
     proc = subprocess.Popen(
-        [beanstalkd_binary(), "-l", HOST, "-p", str(port), "-z", str(MAX_JOB_SIZE)],
+        [find_binary("beanstalkd"), "-l", HOST, "-p", str(port), "-z", str(MAX_JOB_SIZE)],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        preexec_fn=_die_with_parent if single else None,
+        preexec_fn=die_with_parent if single else None,
     )
     server = Server(proc, port)
     deadline = time.monotonic() + 15
@@ -267,7 +232,7 @@ def tree_cpu(exclude: Sequence[int] = ()) -> dict[tuple[int, bytes], float]:
         return out
     ticks = os.sysconf("SC_CLK_TCK")
     for pid in _descendants(os.getpid()):
-        fields = None if pid in exclude else _proc_stat(pid)
+        fields = None if pid in exclude else proc_stat(pid)
         if fields is not None:
             out[(pid, fields[19])] = (int(fields[11]) + int(fields[12])) / ticks
     return out
@@ -1092,7 +1057,7 @@ def environment() -> dict[str, Any]:
                 cpu_model = line.split(":", 1)[1].strip()
                 break
     try:
-        bs_version = subprocess.run([beanstalkd_binary(), "-v"], capture_output=True,
+        bs_version = subprocess.run([find_binary("beanstalkd"), "-v"], capture_output=True,
                                     text=True, timeout=5).stdout.strip()
     except (OSError, subprocess.SubprocessError, SystemExit):
         bs_version = "?"
@@ -1165,10 +1130,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def _terminate(signum: int, frame: FrameType | None) -> None:
-    raise SystemExit(128 + signum)  # unwinds through the finally blocks that stop servers
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
@@ -1177,7 +1138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"unknown scenario(s): {', '.join(unknown)}; choose from {', '.join(SCENARIOS)}",
               file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, _terminate)
+    signal.signal(signal.SIGTERM, terminate)
     wall = time.perf_counter()
     env = environment()
     print(f"# Spark benchmark{' (quick)' if args.quick else ''}")

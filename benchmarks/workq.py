@@ -37,6 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import anyio
+from _harness import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -48,12 +49,6 @@ HOST = "127.0.0.1"
 PAYLOAD = b"x" * 64
 TTR, TTL = 60, 3600
 WINDOW = 256
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
 
 
 class ServerProcess:
