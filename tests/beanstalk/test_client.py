@@ -78,20 +78,22 @@ def test_delay_and_peek_delayed(client: Client) -> None:
 
 @pytest.mark.slow
 def test_ttr_expiry_releases_job(fresh_server: BeanstalkServer, tube: str) -> None:
-    # A server of its own: on the session's beanstalkd, after the rest of the suite, the job
-    # has been seen to take over 8 s to come back (twice, on a loaded machine); alone it
-    # takes the TTR's 1 s.
+    # A server of its own, a plain `reserve`, and a 30 s bound: beanstalkd 1.12 gave the job
+    # back within 1 s in every run measured here, but in about 1 CI run in 3 the other client's
+    # `reserve-with-timeout 8` timed out first (seen with the first reserve sent as
+    # `reserve-with-timeout 0`, on the session's server and on a fresh one; not reproduced
+    # alone in 40 runs). The behaviour under test is that the job comes back, not how fast.
     server = fresh_server
     client = Client.from_url(server.url)
     client.use(tube)
     job_id = client.put(b"slow", ttr=1)
     client.watch(tube)
-    job = client.reserve(timeout=0)
+    job = client.reserve()
     assert job.id == job_id
-    with client, Client.from_url(server.url) as other:
+    with client, Client.from_url(server.url, timeout=40) as other:
         other.watch(tube)
         other.ignore("default")
-        again = other.reserve(timeout=8)  # our TTR runs out, the job goes back to ready
+        again = other.reserve(timeout=30)  # our TTR runs out, the job goes back to ready
         assert again.id == job_id
         stats = other.stats_job(again)
         assert stats["timeouts"] == 1 and stats["reserves"] == 2
