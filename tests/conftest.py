@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 REQUIRE_REAL = os.environ.get("JOBWIRE_REQUIRE_REAL_SERVERS") == "1"
-#: The shared specs and transcripts: the folder beside the checkout (``../shared``).
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-BEANSTALKD_TRANSCRIPT = SHARED / "transcripts" / "beanstalkd-1.12.jsonl"
+#: Byte-exact exchanges recorded from the real servers (tests/transcripts/README.md).
+TRANSCRIPTS = Path(__file__).resolve().parent / "transcripts"
+BEANSTALKD_TRANSCRIPT = TRANSCRIPTS / "beanstalkd-1.12.jsonl"
 BIG = 1024 * 1024  # max-job-size of the shared test servers
 
 

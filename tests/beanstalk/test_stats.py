@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -21,10 +20,7 @@ from beanstalk_client._stats import (
     parse_tube_stats,
 )
 from jobwire.errors import RemoteProtocolError
-
-TRANSCRIPT = Path("/work/shared/transcripts/beanstalkd-1.12.jsonl")
-if not TRANSCRIPT.exists():
-    TRANSCRIPT = Path(__file__).parents[3] / "shared/transcripts/beanstalkd-1.12.jsonl"
+from tests.conftest import BEANSTALKD_TRANSCRIPT as TRANSCRIPT
 
 with TRANSCRIPT.open(encoding="utf-8") as _f:
     EXCHANGES = [json.loads(line) for line in _f if line.strip()]

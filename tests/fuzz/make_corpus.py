@@ -6,7 +6,7 @@
 Every exchange becomes two files, ``NN-<slug>.client`` (the bytes the client sent) and
 ``NN-<slug>.server`` (the bytes the server sent back; empty when it only closed the connection):
 
-* beanstalk, gearman, workq: one pair per line of ``../shared/transcripts/*.jsonl`` (recorded from
+* beanstalk, gearman, workq: one pair per line of ``tests/transcripts/*.jsonl`` (recorded from
   beanstalkd 1.12, gearmand 1.1.20 and Workq 0.2.0). Gearman pairs are named ``text-*`` (admin
   protocol) or ``binary-*`` (packets).
 * resp: recorded here and now from the local ``redis-server`` (7.x), started on a free loopback
@@ -31,7 +31,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "corpus"
-TRANSCRIPTS = HERE.parents[2] / "shared" / "transcripts"
+TRANSCRIPTS = HERE.parent / "transcripts"
 SOURCES = {
     "beanstalk": "beanstalkd-1.12.jsonl",
     "gearman": "gearmand-1.1.20.jsonl",

@@ -40,11 +40,11 @@ from gearman_client._protocol import CLIENT_SENDS, SERVER_SENDS, Connection
 from gearman_client._server_protocol import AdminLine, ServerConnection
 from jobwire.errors import LocalProtocolError, RemoteProtocolError
 
-from ..conftest import SHARED
+from ..conftest import TRANSCRIPTS
 
 TRANSCRIPT = [
     json.loads(line)
-    for line in (SHARED / "transcripts" / "gearmand-1.1.20.jsonl").read_text().splitlines()
+    for line in (TRANSCRIPTS / "gearmand-1.1.20.jsonl").read_text().splitlines()
 ]
 BINARY = [ex for ex in TRANSCRIPT if ex["kind"] == "binary"]
 TEXT = [ex for ex in TRANSCRIPT if ex["kind"] == "text"]

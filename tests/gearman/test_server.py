@@ -15,12 +15,12 @@ from gearman_client import _packets as pk
 from gearman_client._events import NEED_DATA, Answer
 from gearman_client._protocol import Connection
 
-from ..conftest import SHARED
+from ..conftest import TRANSCRIPTS
 from .conftest import GEARMAN_KINDS, GearmanServer, start_gearman
 
 TRANSCRIPT = [
     json.loads(line)
-    for line in (SHARED / "transcripts" / "gearmand-1.1.20.jsonl").read_text().splitlines()
+    for line in (TRANSCRIPTS / "gearmand-1.1.20.jsonl").read_text().splitlines()
 ]
 
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobwire.errors import LocalProtocolError, RemoteProtocolError
-from tests.conftest import SHARED
+from tests.conftest import TRANSCRIPTS
 from workq_client._commands import (
     MAX_PAYLOAD,
     Add,
@@ -50,7 +50,7 @@ from workq_client._protocol import Connection, ConnectionState
 from workq_client._records import JobState, job_info, queue_info, server_info
 from workq_client._server_protocol import BadRequest, ServerConnection
 
-TRANSCRIPT = SHARED / "transcripts" / "workq-0.2.0.jsonl"
+TRANSCRIPT = TRANSCRIPTS / "workq-0.2.0.jsonl"
 EXCHANGES = [json.loads(line) for line in TRANSCRIPT.read_text().splitlines() if line.strip()]
 ID4 = "6ba7b810-9dad-41d1-80b4-00c04fd430c4"
 ID5 = "6ba7b810-9dad-41d1-80b4-00c04fd430c5"
