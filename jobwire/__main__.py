@@ -1,0 +1,5 @@
+"""``python -m jobwire``: the ``jobwire`` command (extra ``jobwire[cli]``)."""
+
+from jobwire.cli import main
+
+main()
