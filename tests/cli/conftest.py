@@ -1,0 +1,105 @@
+"""Running the ``jobwire`` command as a user does: a subprocess (``python -m jobwire``), and,
+for ``top``, a real terminal (a tmux pane) whose screen is read back."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+
+import pytest
+
+#: tmux on a socket of its own, so the suite never touches a user's tmux sessions.
+TMUX = ("tmux", "-L", "jobwire-tests")
+
+#: Environment defaults the tests must not inherit from the machine.
+_URL_VARS = ("BEANSTALK_URL", "GEARMAN_SERVERS", "WORKQ_URL", "QLESS_URL")
+
+
+def cli_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _URL_VARS}
+    env.update({"COLUMNS": "160", "NO_COLOR": "1", "TERM": "dumb"})
+    env.update(extra or {})
+    return env
+
+
+def run_cli(
+    *args: str, input: bytes | str | None = None, env: Mapping[str, str] | None = None,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[str]:
+    """``python -m jobwire ARGS`` with ``input`` on stdin; stdout/stderr as text."""
+    data = input.decode("latin-1") if isinstance(input, bytes) else input
+    return subprocess.run(
+        [sys.executable, "-m", "jobwire", *args], input=data, capture_output=True, text=True,
+        env=cli_env(env), timeout=timeout,
+    )
+
+
+@dataclass
+class Terminal:
+    """A tmux pane running one command, 160x48 (on the suite's own tmux socket)."""
+
+    session: str
+
+    def screen(self) -> str:
+        return subprocess.run(
+            [*TMUX, "capture-pane", "-p", "-t", self.session], capture_output=True, text=True,
+            check=True,
+        ).stdout
+
+    def wait_for(self, text: str, timeout: float = 20) -> str:
+        """The screen, once it shows ``text`` (fails with the last screen after ``timeout``:
+        a behaviour bound, not a speed check)."""
+        deadline = time.monotonic() + timeout
+        screen = ""
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if text in screen:
+                return screen
+            time.sleep(0.1)
+        raise AssertionError(f"{text!r} never appeared; the screen was:\n{screen}")
+
+    def keys(self, *keys: str) -> None:
+        subprocess.run([*TMUX, "send-keys", "-t", self.session, *keys], check=True)
+
+    def alive(self) -> bool:
+        return subprocess.run([*TMUX, "has-session", "-t", self.session],
+                              capture_output=True).returncode == 0
+
+
+@pytest.fixture
+def terminal() -> Iterator[Callable[..., Terminal]]:
+    """``terminal(*args, env=...)`` starts ``python -m jobwire ARGS`` in a fresh tmux pane;
+    every pane is killed at teardown."""
+    if shutil.which("tmux") is None:
+        pytest.fail("tmux is not installed (apt-get install -y tmux)")
+    sessions: list[str] = []
+
+    def start(*args: str, env: Mapping[str, str] | None = None) -> Terminal:
+        name = f"jobwire-{uuid.uuid4().hex[:8]}"
+        environment = cli_env(env)
+        environment.pop("COLUMNS")  # the pane's own size
+        environment["TERM"] = "xterm-256color"
+        # The environment goes on the command line: a running tmux server would not pass ours.
+        command = shlex.join(["env", *(f"{k}={v}" for k, v in environment.items()),
+                              sys.executable, "-m", "jobwire", *args])
+        # After the command ends the pane prints its exit status and stays up to be read.
+        subprocess.run(
+            [*TMUX, "new-session", "-d", "-s", name, "-x", "160", "-y", "48",
+             f"{command}; echo EXIT=$?; sleep 60"],
+            check=True,
+        )
+        sessions.append(name)
+        return Terminal(name)
+
+    yield start
+    for name in sessions:
+        subprocess.run([*TMUX, "kill-session", "-t", name], capture_output=True)
+
+
