@@ -316,6 +316,11 @@ def test_the_wheel_installs_into_a_fresh_venv_and_works(built: Built) -> None:
     assert got["pytest11"] == ["jobwire.testing"]
     assert (env_dir / "bin" / "jobwire").is_file()
     assert not (site_packages / "tests").exists()
+    # Without the cli extra the command says what to install, in one line, no traceback.
+    cli = subprocess.run([str(env_dir / "bin" / "jobwire"), "--help"], capture_output=True,
+                         text=True, timeout=60)
+    assert cli.returncode == 2, cli.stderr
+    assert "pip install 'jobwire[cli]'" in cli.stderr and "Traceback" not in cli.stderr
 
 
 # -- the suite from the sdist -----------------------------------------------------------------
