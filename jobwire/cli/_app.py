@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import stat
 import sys
 import traceback
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import IO, Any, TypeVar
 
 import click
 from rich.console import Console
@@ -84,9 +86,21 @@ def url_option(envvar: str, default: str, what: str) -> Callable[[F], F]:
 # -- output ---------------------------------------------------------------------------------
 
 
+#: The width of a console that is not a terminal (a pipe, a file): wide enough that no table
+#: is cut (rich would shorten names to ``na…`` at 80 columns, or at ``$COLUMNS``).
+PIPE_WIDTH = 1 << 14
+
+
 def console(stderr: bool = False) -> Console:
-    """A rich console on stdout (or stderr); no colours when not a terminal."""
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    """A rich console on stdout (or stderr); no colours when not a terminal, and then no
+    width limit either (:data:`PIPE_WIDTH`): output for a pipe or a file is never cut."""
+    stream = sys.stderr if stderr else sys.stdout
+    try:
+        terminal = stream.isatty()
+    except (AttributeError, ValueError):  # closed or replaced
+        terminal = False
+    return Console(stderr=stderr, highlight=False, soft_wrap=False,
+                   width=None if terminal else PIPE_WIDTH)
 
 
 def json_mode() -> bool:
@@ -122,6 +136,45 @@ def body_json(body: bytes) -> dict[str, str]:
         return {"body": body.decode("utf-8")}
     except UnicodeDecodeError:
         return {"body_base64": base64.b64encode(body).decode("ascii")}
+
+
+def cell(text: str) -> str:
+    """``text`` (a :func:`body_text`, a name) for a rich table: :func:`rows_table`,
+    :func:`kv_table`, table titles and ``run_top`` rows read rich markup, so a server's
+    ``[red]`` or ``[/]`` would be styled or would crash the print. Escaped, it shows as is."""
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def numbered_lines(stream: IO[bytes], batch: int) -> Iterator[list[tuple[int, bytes]]]:
+    """The non-empty lines of ``stream`` (one job each: without their ``\\n`` or ``\\r\\n``,
+    blank lines skipped) as ``(line number, line)``, in lists of ``batch``; one at a time
+    when ``stream`` is a terminal, so that each line goes out as it is typed."""
+    size = 1 if stream.isatty() else batch
+    out: list[tuple[int, bytes]] = []
+    for number, raw in enumerate(stream, 1):
+        line = raw[:-1] if raw.endswith(b"\n") else raw
+        line = line[:-1] if line.endswith(b"\r") else line
+        if line:
+            out.append((number, line))
+            if len(out) >= size:
+                yield out
+                out = []
+    if out:
+        yield out
+
+
+def remaining_bytes(stream: IO[bytes]) -> int | None:
+    """How much of ``stream`` is left to read when it is a regular file (``< file``), for a
+    progress bar; ``None`` for a pipe or a terminal."""
+    try:
+        info = os.fstat(stream.fileno())
+        if stat.S_ISREG(info.st_mode):
+            return max(0, info.st_size - os.lseek(stream.fileno(), 0, os.SEEK_CUR))
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def _default(value: Any) -> Any:

@@ -57,29 +57,42 @@ def _table(title: str, key: str, columns: Sequence[Column], now: Poll, before: P
     return table
 
 
-def run_top(title: str, key: str, columns: Sequence[Column], poll: Callable[[], Poll],
-            interval: float, count: int | None) -> None:
-    """Poll and redraw until Ctrl-C or ``count`` redraws. Under ``--json`` each poll is
-    printed as one JSON line (the raw numbers) instead."""
-    before: Poll | None = None
-    last = 0.0
+def _repeat(draw: Callable[[], None], interval: float, count: int | None) -> None:
+    """``draw()`` every ``interval`` seconds, ``count`` times or until Ctrl-C (which ends it
+    quietly: exit status 0)."""
     drawn = 0
-    if json_mode():
+    try:
         while count is None or drawn < count:
             if drawn:
                 time.sleep(interval)
-            print_json({"time": time.time(), "rows": poll()})
+            draw()
             drawn += 1
+    except KeyboardInterrupt:
+        pass
+
+
+def run_top(title: str, key: str, columns: Sequence[Column], poll: Callable[[], Poll],
+            interval: float, count: int | None) -> None:
+    """Poll and redraw until Ctrl-C or ``count`` redraws. Under ``--json`` each poll is
+    printed as one JSON line (the raw numbers) instead; on a pipe or a file, each table is
+    printed after the last (nothing to redraw)."""
+    if json_mode():
+        _repeat(lambda: print_json({"time": time.time(), "rows": poll()}), interval, count)
         return
-    with Live(console=console(), auto_refresh=False, screen=False) as live:
-        try:
-            while count is None or drawn < count:
-                if drawn:
-                    time.sleep(interval)
-                now = poll()
-                at = time.monotonic()
-                live.update(_table(title, key, columns, now, before, at - last), refresh=True)
-                before, last = now, at
-                drawn += 1
-        except KeyboardInterrupt:
-            pass
+    before: Poll | None = None
+    last = 0.0
+
+    def table() -> Table:
+        nonlocal before, last
+        now = poll()
+        at = time.monotonic()
+        drawn = _table(title, key, columns, now, before, at - last)
+        before, last = now, at
+        return drawn
+
+    out = console()
+    if not out.is_terminal:
+        _repeat(lambda: out.print(table()), interval, count)
+        return
+    with Live(console=out, auto_refresh=False, screen=False) as live:
+        _repeat(lambda: live.update(table(), refresh=True), interval, count)

@@ -33,11 +33,17 @@ def run_cli(
     *args: str, input: bytes | str | None = None, env: Mapping[str, str] | None = None,
     timeout: float = 60,
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m jobwire ARGS`` with ``input`` on stdin; stdout/stderr as text."""
-    data = input.decode("latin-1") if isinstance(input, bytes) else input
-    return subprocess.run(
-        [sys.executable, "-m", "jobwire", *args], input=data, capture_output=True, text=True,
+    """``python -m jobwire ARGS`` with ``input`` on stdin (bytes exactly as given, text as
+    UTF-8); stdout/stderr as UTF-8 text, bytes that are not UTF-8 kept as surrogates
+    (``out.stdout.encode("utf-8", "surrogateescape")`` gives the bytes back)."""
+    data = input.encode() if isinstance(input, str) else input
+    done = subprocess.run(
+        [sys.executable, "-m", "jobwire", *args], input=data, capture_output=True,
         env=cli_env(env), timeout=timeout,
+    )
+    return subprocess.CompletedProcess(
+        done.args, done.returncode, done.stdout.decode("utf-8", "surrogateescape"),
+        done.stderr.decode("utf-8", "surrogateescape"),
     )
 
 
@@ -87,7 +93,10 @@ def terminal() -> Iterator[Callable[..., Terminal]]:
         environment.pop("COLUMNS")  # the pane's own size
         environment["TERM"] = "xterm-256color"
         # The environment goes on the command line: a running tmux server would not pass ours.
-        command = shlex.join(["env", *(f"{k}={v}" for k, v in environment.items()),
+        # -u: the tmux server's own environment (copied from whatever process started it, here
+        # with COLUMNS=80 LINES=24) would otherwise fix the size rich draws at.
+        command = shlex.join(["env", "-u", "COLUMNS", "-u", "LINES",
+                              *(f"{k}={v}" for k, v in environment.items()),
                               sys.executable, "-m", "jobwire", *args])
         # After the command ends the pane prints its exit status and stays up to be read.
         subprocess.run(
