@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import timedelta
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from jobwire.errors import JobwireError
+from jobwire.serializers import Serializer, dump, dump_all, load
 
 from ._commands import (
     DEFAULT_PRIORITY,
@@ -45,7 +46,7 @@ from ._commands import (
     Watch,
 )
 from ._events import Found, Reply
-from ._job import Job, JobRef, job_id_of, whole_seconds
+from ._job import B, Job, JobRef, job_id_of, whole_seconds
 from ._session import Pending
 from ._stats import (
     JobStats,
@@ -66,8 +67,18 @@ R = TypeVar("R", bound=Reply)
 DEFAULT_WINDOW = 256
 
 
-class Commands:
-    """Every beanstalkd 1.12 command as a method. Transports supply ``_call``/``_call_many``."""
+class Commands(Generic[B]):
+    """Every beanstalkd 1.12 command as a method. Transports supply ``_call``/``_call_many``
+    and ``_serializer``, which turns bodies (``B``) into bytes and back.
+
+    Every call that returns a :class:`Job` (``reserve``, ``reserve_job``, ``peek*``) raises
+    ``DeserializationError`` (``.job_id``, ``.data``: the raw body) when the serializer cannot
+    read the body; ``call_many`` sends and returns raw events, bytes as they are.
+    """
+
+    _serializer: Serializer[B]
+    #: The tube puts go to, as the last ``use`` answered (shown by ``repr``).
+    _tube = "default"
 
     def _call(self, command: Command[R], wait: float | None = 0.0) -> R:
         """Send ``command`` and return its success reply; ``wait`` is how long the server may
@@ -83,7 +94,7 @@ class Commands:
 
     def put(
         self,
-        body: bytes,
+        body: B,
         *,
         priority: int = DEFAULT_PRIORITY,
         delay: float | timedelta = 0,
@@ -91,17 +102,21 @@ class Commands:
     ) -> int:
         """Send ``put <priority> <delay> <ttr> <bytes>`` and the body; return the new job id.
 
+        ``body`` goes through the client's serializer (bytes as they are, by default).
         ``priority``: 0 (most urgent) to 2**32-1. ``delay`` and ``ttr`` in seconds (a fraction
         is rounded up; a ttr of 0 is raised to 1 by the server).
 
         Raises:
-            LocalProtocolError: ``body`` is not bytes or a number is out of range (nothing sent).
+            SerializationError: the serializer cannot write ``body`` (by default: it is not
+                bytes); nothing sent.
+            LocalProtocolError: a number is out of range (nothing sent).
             JobTooBig: the body is over the server's max-job-size (the connection stays usable).
             Draining: the server is in drain mode.
             Buried: the server ran out of memory and buried the job (``.job_id``).
         """
+        data = dump(self._serializer, body)
         reply = self._call(
-            Put(body, priority, whole_seconds("delay", delay), whole_seconds("ttr", ttr))
+            Put(data, priority, whole_seconds("delay", delay), whole_seconds("ttr", ttr))
         )
         return reply.job_id
 
@@ -112,11 +127,12 @@ class Commands:
             LocalProtocolError: invalid tube name (nothing sent).
         """
         reply = self._call(Use(tube))
+        self._tube = reply.tube
         return reply.tube
 
     def put_many(
         self,
-        bodies: Iterable[bytes],
+        bodies: Iterable[B],
         *,
         priority: int = DEFAULT_PRIORITY,
         delay: float | timedelta = 0,
@@ -128,46 +144,52 @@ class Commands:
         Raises:
             BulkError: some puts failed; ``.results`` holds an id or an error per body, in order,
                 and every reply was read, so the connection stays usable.
-            LocalProtocolError: a body is not bytes (raised before anything is sent).
+            SerializationError: the serializer cannot write a body (by default: it is not
+                bytes); raised before anything is sent, naming its index.
         """
         d, t = whole_seconds("delay", delay), whole_seconds("ttr", ttr)
-        commands: list[Command[Reply]] = [Put(body, priority, d, t) for body in bodies]
+        data = dump_all(self._serializer, bodies)
+        commands: list[Command[Reply]] = [Put(body, priority, d, t) for body in data]
         return self._bulk(commands, window)  # type: ignore[return-value]  # ids, all int
 
     # -- worker --------------------------------------------------------------------------------
 
-    def reserve(self, timeout: float | timedelta | None = None) -> Job:
+    def reserve(self, wait: float | timedelta | None = None) -> Job[B]:
         """Reserve a job from the watched tubes.
 
-        Sends ``reserve`` (``timeout=None``: wait as long as it takes) or
-        ``reserve-with-timeout <seconds>`` (0: answer at once).
+        Sends ``reserve`` (``wait=None``: wait as long as it takes) or
+        ``reserve-with-timeout <seconds>`` (``wait`` seconds; 0: answer at once). The client's
+        ``timeout`` counts on top of ``wait``.
 
         On a connection shared by tasks, the server may answer this reserve DEADLINE_SOON to let
         another task's ``delete`` (``release``, ``bury``, ``touch``) through; the reserve is then
-        sent again once those are answered, with what is left of ``timeout``, and the caller
+        sent again once those are answered, with what is left of ``wait``, and the caller
         sees nothing of it.
 
         Raises:
-            TimedOut: no job within ``timeout``.
+            TimedOut: no job within ``wait``.
+            DeserializationError: the client's serializer cannot read the body; the job is
+                reserved: settle it by ``.job_id`` (bury, release, delete).
             DeadlineSoon: a job this connection holds is within 1 s of its TTR deadline and
                 nothing queued behind this reserve can settle it: delete, release, bury or
                 touch that job.
         """
-        if timeout is None:
+        if wait is None:
             reply = self._call(Reserve(), wait=None)
         else:
-            seconds = whole_seconds("timeout", timeout)
+            seconds = whole_seconds("wait", wait)
             reply = self._call(ReserveWithTimeout(seconds), wait=seconds)
-        return Job(reply.job_id, reply.body)
+        return self._job(reply.job_id, reply.body)
 
-    def reserve_job(self, job: JobRef) -> Job:
+    def reserve_job(self, job: JobRef) -> Job[B]:
         """Send ``reserve-job <id>``: reserve a ready, delayed or buried job by id.
 
         Raises:
             NotFound: no such job, or it is reserved already.
+            DeserializationError: as for :meth:`reserve`.
         """
         reply = self._call(ReserveJob(job_id_of(job)))
-        return Job(reply.job_id, reply.body)
+        return self._job(reply.job_id, reply.body)
 
     def delete(self, job: JobRef) -> None:
         """Send ``delete <id>``.
@@ -233,7 +255,7 @@ class Commands:
 
     # -- other ---------------------------------------------------------------------------------
 
-    def peek(self, job: JobRef) -> Job:
+    def peek(self, job: JobRef) -> Job[B]:
         """Send ``peek <id>``.
 
         Raises:
@@ -241,7 +263,7 @@ class Commands:
         """
         return self._found(self._call(Peek(job_id_of(job))))
 
-    def peek_ready(self) -> Job:
+    def peek_ready(self) -> Job[B]:
         """Send ``peek-ready``: the next ready job of the used tube.
 
         Raises:
@@ -249,7 +271,7 @@ class Commands:
         """
         return self._found(self._call(PeekReady()))
 
-    def peek_delayed(self) -> Job:
+    def peek_delayed(self) -> Job[B]:
         """Send ``peek-delayed``: the delayed job of the used tube due soonest.
 
         Raises:
@@ -257,7 +279,7 @@ class Commands:
         """
         return self._found(self._call(PeekDelayed()))
 
-    def peek_buried(self) -> Job:
+    def peek_buried(self) -> Job[B]:
         """Send ``peek-buried``: the oldest buried job of the used tube.
 
         Raises:
@@ -265,10 +287,10 @@ class Commands:
         """
         return self._found(self._call(PeekBuried()))
 
-    def kick(self, bound: int) -> int:
-        """Send ``kick <bound>``: make up to ``bound`` buried (else delayed) jobs of the used
+    def kick(self, count: int) -> int:
+        """Send ``kick <count>``: make up to ``count`` buried (else delayed) jobs of the used
         tube ready; return how many were kicked."""
-        reply = self._call(Kick(bound))
+        reply = self._call(Kick(count))
         return reply.count or 0
 
     def kick_job(self, job: JobRef) -> None:
@@ -353,9 +375,11 @@ class Commands:
 
     # -- helpers -------------------------------------------------------------------------------
 
-    @staticmethod
-    def _found(reply: Found) -> Job:
-        return Job(reply.job_id, reply.body)
+    def _found(self, reply: Found) -> Job[B]:
+        return self._job(reply.job_id, reply.body)
+
+    def _job(self, job_id: int, body: bytes) -> Job[B]:
+        return Job(job_id, load(self._serializer, body, job_id))
 
     def _bulk(self, commands: list[Command[Reply]], window: int) -> list[object]:
         pendings = self._call_many(commands, window)

@@ -5,24 +5,32 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any, Generic
+
+from typing_extensions import TypeVar
 
 from jobwire.errors import LocalProtocolError
 
 __all__ = ["Job", "JobRef", "job_id_of", "whole_seconds"]
 
 
+#: The body type of a client and its jobs: ``bytes`` unless a ``serializer=`` says otherwise.
+B = TypeVar("B", default=bytes)
+
+
 @dataclass(frozen=True, slots=True)
-class Job:
-    """A job as the server handed it out: its id and its body, verbatim."""
+class Job(Generic[B]):
+    """A job as the server handed it out: its id and its body (as the client's serializer
+    read it: the bytes verbatim by default)."""
 
     #: The server-wide job id.
     id: int
-    #: The body exactly as it was put.
-    body: bytes
+    #: The body: the bytes exactly as they were put, or what the serializer made of them.
+    body: B
 
 
 #: A job or a job id: every command that names a job takes either.
-JobRef = Job | int
+JobRef = Job[Any] | int
 
 
 def job_id_of(job: JobRef) -> int:

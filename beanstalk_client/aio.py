@@ -16,11 +16,13 @@ from typing import TypeVar
 from jobwire._pending import Pending as BasePending
 from jobwire._streams import SSLOption, tls_context
 from jobwire._transport import AsyncTransport
-from jobwire._url import Address, AddressLike, UnixAddress, resolve_address
+from jobwire._url import Address, AddressLike, address_url, describe, resolve_address
+from jobwire.serializers import Serializer, detail, or_raw
 
 from ._api_async import AsyncCommands
 from ._commands import Command
 from ._events import Reply
+from ._job import B
 from ._protocol import DEFAULT_MAX_BODY_SIZE
 from ._session import Pending, Session
 
@@ -31,7 +33,7 @@ R = TypeVar("R", bound=Reply)
 DEFAULT_PORT = 11300
 
 
-class AsyncClient(AsyncCommands):
+class AsyncClient(AsyncCommands[B]):
     """An async connection to a beanstalkd server.
 
     ``async with AsyncClient("127.0.0.1", 11300) as client:`` connects and closes; without the
@@ -42,16 +44,19 @@ class AsyncClient(AsyncCommands):
             ``("host", port)``, ``"host"`` (port 11300), a unix socket path, or a host with
             ``port`` (the collection's one address rule, ``jobwire._url``).
         port: the port, when ``address`` is a bare host.
-        unix_path: a unix socket path instead of ``address``.
-        timeout: seconds a reply may take beyond what the command itself waits (a reserve's own
-            timeout); ``None`` for no limit. A call that runs out raises ``OperationTimeout``
-            and its reply is dropped when it comes.
+        timeout: seconds a reply may take beyond what the command itself waits (a
+            reserve's ``wait``); ``None`` for no limit. A call that runs out raises
+            ``OperationTimeout`` and its reply is dropped when it comes.
         connect_timeout: seconds to connect (default: ``timeout``).
         max_body_size: largest job body or stats document accepted from the server.
         ssl: TLS: ``True`` (the default context: certificate and host name checked) or an
             ``ssl.SSLContext``; ``None``/``False``: plain. A refused certificate raises
             ``jobwire.TLSError``; there is never a plaintext fallback.
         server_hostname: the name the server's certificate must carry (default: the host).
+        serializer: how bodies become bytes and back (``jobwire.serializers``): ``TEXT`` for
+            ``str`` bodies, ``JSON`` for JSON values, or your own; default: bytes as they are.
+            ``put`` raises ``SerializationError`` for a body it cannot write; a job whose body
+            it cannot read raises ``DeserializationError`` (with the job's id).
 
     Raises:
         TypeError, InvalidAddress: ``address`` is not a server address, or ``ssl`` is not a
@@ -63,18 +68,17 @@ class AsyncClient(AsyncCommands):
         address: AddressLike = "127.0.0.1",
         port: int | None = None,
         *,
-        unix_path: str | None = None,
         timeout: float | None = 10.0,
         connect_timeout: float | None = None,
         max_body_size: int = DEFAULT_MAX_BODY_SIZE,
         ssl: SSLOption = None,
         server_hostname: str | None = None,
+        serializer: Serializer[B] | None = None,
     ) -> None:
-        self.address: Address = (
-            UnixAddress(unix_path)
-            if unix_path
-            else resolve_address(address, port, scheme="beanstalk", default_port=DEFAULT_PORT)
+        self.address: Address = resolve_address(
+            address, port, scheme="beanstalk", default_port=DEFAULT_PORT
         )
+        self._serializer = or_raw(serializer)
         self.timeout = timeout
         self.connect_timeout = timeout if connect_timeout is None else connect_timeout
         #: The TLS context of ``ssl=`` (``None``: plain TCP).
@@ -87,14 +91,16 @@ class AsyncClient(AsyncCommands):
         )
 
     @classmethod
-    def from_url(cls, url: str, **kwargs: object) -> AsyncClient:
+    def from_url(
+        cls, url: str, *, serializer: Serializer[B] | None = None, **kwargs: object
+    ) -> AsyncClient[B]:
         """Build a client from ``beanstalk://host[:port]`` or ``unix:///path``; ``kwargs`` as for
         the constructor.
 
         Raises:
             InvalidAddress: the URL is not one of those forms.
         """
-        return cls(url, **kwargs)  # type: ignore[arg-type]
+        return cls(url, serializer=serializer, **kwargs)  # type: ignore[arg-type]
 
     async def connect(self) -> None:
         """Open the connection now (calls otherwise open it on first use).
@@ -112,7 +118,14 @@ class AsyncClient(AsyncCommands):
         ``ConnectionLost``; the server releases every job this connection still holds."""
         await self._transport.aclose()
 
-    async def __aenter__(self) -> AsyncClient:
+    def __repr__(self) -> str:
+        return describe(
+            self, address_url(self.address, "beanstalk"), f"tube={self._tube!r}",
+            detail(self._serializer), "tls" if self.ssl_context is not None else "",
+            "closed" if self._transport.closed else "",
+        )
+
+    async def __aenter__(self) -> AsyncClient[B]:
         await self.connect()
         return self
 

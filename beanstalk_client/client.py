@@ -13,11 +13,13 @@ from typing import TypeVar
 
 from jobwire._streams import SSLOption, tls_context
 from jobwire._transport import Transport
-from jobwire._url import Address, AddressLike, UnixAddress, resolve_address
+from jobwire._url import Address, AddressLike, address_url, describe, resolve_address
+from jobwire.serializers import Serializer, detail, or_raw
 
 from ._api_sync import Commands
 from ._commands import Command
 from ._events import Reply
+from ._job import B
 from ._protocol import DEFAULT_MAX_BODY_SIZE
 from ._session import Pending, Session
 
@@ -28,7 +30,7 @@ R = TypeVar("R", bound=Reply)
 DEFAULT_PORT = 11300
 
 
-class Client(Commands):
+class Client(Commands[B]):
     """A blocking connection to a beanstalkd server, opened by the constructor.
 
     Args:
@@ -36,16 +38,19 @@ class Client(Commands):
             ``("host", port)``, ``"host"`` (port 11300), a unix socket path, or a host with
             ``port`` (the collection's one address rule, ``jobwire._url``).
         port: the port, when ``address`` is a bare host.
-        unix_path: a unix socket path instead of ``address``.
-        timeout: seconds a reply may take beyond what the command itself waits (a reserve's own
-            timeout); ``None`` for no limit. Running out raises ``OperationTimeout`` and closes
-            the connection.
+        timeout: seconds a reply may take beyond what the command itself waits (a
+            reserve's ``wait``); ``None`` for no limit. Running out raises
+            ``OperationTimeout`` and closes the connection.
         connect_timeout: seconds to connect (default: ``timeout``).
         max_body_size: largest job body or stats document accepted from the server.
         ssl: TLS: ``True`` (the default context: certificate and host name checked) or an
             ``ssl.SSLContext``; ``None``/``False``: plain. A refused certificate raises
             ``jobwire.TLSError``; there is never a plaintext fallback.
         server_hostname: the name the server's certificate must carry (default: the host).
+        serializer: how bodies become bytes and back (``jobwire.serializers``): ``TEXT`` for
+            ``str`` bodies, ``JSON`` for JSON values, or your own; default: bytes as they are.
+            ``put`` raises ``SerializationError`` for a body it cannot write; a job whose body
+            it cannot read raises ``DeserializationError`` (with the job's id).
 
     Raises:
         TypeError, InvalidAddress: ``address`` is not a server address, or ``ssl`` is not a
@@ -59,19 +64,19 @@ class Client(Commands):
         address: AddressLike = "127.0.0.1",
         port: int | None = None,
         *,
-        unix_path: str | None = None,
         timeout: float | None = 10.0,
         connect_timeout: float | None = None,
         max_body_size: int = DEFAULT_MAX_BODY_SIZE,
         ssl: SSLOption = None,
         server_hostname: str | None = None,
+        serializer: Serializer[B] | None = None,
     ) -> None:
-        self.address: Address = (
-            UnixAddress(unix_path)
-            if unix_path
-            else resolve_address(address, port, scheme="beanstalk", default_port=DEFAULT_PORT)
+        self.address: Address = resolve_address(
+            address, port, scheme="beanstalk", default_port=DEFAULT_PORT
         )
+        self._serializer = or_raw(serializer)
         self.timeout = timeout
+        self.connect_timeout = timeout if connect_timeout is None else connect_timeout
         #: The TLS context of ``ssl=`` (``None``: plain TCP).
         self.ssl_context = tls_context(ssl)
         self.server_hostname = server_hostname
@@ -80,14 +85,16 @@ class Client(Commands):
             self.address,
             self._session,
             timeout=timeout,
-            connect_timeout=timeout if connect_timeout is None else connect_timeout,
+            connect_timeout=self.connect_timeout,
             ssl=self.ssl_context,
             server_hostname=server_hostname,
         )
         self._transport.connect()
 
     @classmethod
-    def from_url(cls, url: str, **kwargs: object) -> Client:
+    def from_url(
+        cls, url: str, *, serializer: Serializer[B] | None = None, **kwargs: object
+    ) -> Client[B]:
         """Connect to ``beanstalk://host[:port]`` or ``unix:///path``; ``kwargs`` as for the
         constructor.
 
@@ -96,13 +103,20 @@ class Client(Commands):
             ConnectFailed: the server cannot be reached.
             TLSError: the TLS handshake failed or the certificate was refused.
         """
-        return cls(url, **kwargs)  # type: ignore[arg-type]
+        return cls(url, serializer=serializer, **kwargs)  # type: ignore[arg-type]
 
     def close(self) -> None:
         """Close the connection (what ``quit`` does); the server releases the jobs it held."""
         self._transport.close()
 
-    def __enter__(self) -> Client:
+    def __repr__(self) -> str:
+        return describe(
+            self, address_url(self.address, "beanstalk"), f"tube={self._tube!r}",
+            detail(self._serializer), "tls" if self.ssl_context is not None else "",
+            "closed" if self._transport.closed else "",
+        )
+
+    def __enter__(self) -> Client[B]:
         return self
 
     def __exit__(

@@ -22,7 +22,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import EllipsisType
-from typing import Any
+from typing import Any, Generic, Literal, overload
+
+from typing_extensions import TypeVar
 
 from jobwire._backoff import Backoff
 from jobwire._numbers import parse_uint
@@ -33,6 +35,8 @@ from jobwire._url import (
     AddressLike,
     InvalidAddress,
     TCPAddress,
+    address_url,
+    describe,
     resolve_address,
     resolve_addresses,
 )
@@ -44,6 +48,14 @@ from jobwire.errors import (
     NotSent,
     RemoteProtocolError,
     TLSError,
+)
+from jobwire.serializers import (
+    DeserializationError,
+    Serializer,
+    detail,
+    dump,
+    load,
+    or_raw,
 )
 
 from . import _admin as adm
@@ -60,6 +72,9 @@ DEFAULT_PORT = 4730
 DEFAULT_WINDOW = 512
 #: Handles remembered per multi-server client to send GET_STATUS to the right server.
 _MAX_REMEMBERED = 100_000
+
+#: The type of job data and results: ``bytes`` unless a ``serializer=`` says otherwise.
+B = TypeVar("B", default=bytes)
 
 
 def as_bytes(value: str | bytes, what: str) -> bytes:
@@ -118,19 +133,31 @@ def _tracking(
     return then
 
 
+def _data(serializer: Serializer[B], data: B | None, what: str = "data") -> bytes:
+    """A job's data as sent: ``None`` is empty, anything else goes through ``serializer``.
+
+    Raises:
+        SerializationError: the serializer cannot write ``data``.
+    """
+    return b"" if data is None else dump(serializer, data, what)
+
+
 def _bulk_packet(
-    job: tuple[str | bytes, str | bytes], priority: Priority, background: bool
+    index: int, job: tuple[str | bytes, B], serializer: Serializer[B], priority: Priority,
+    background: bool,
 ) -> pk.Packet:
     """The submit packet of one job of a bulk call, checked (nothing is sent for a bad one).
 
     Raises:
-        LocalProtocolError: not a ``(function, data)`` pair, or an invalid function or data.
+        LocalProtocolError: not a ``(function, data)`` pair, or an invalid function.
+        SerializationError: the serializer cannot write the data.
     """
     try:
         function, data = job
     except (TypeError, ValueError):
         raise LocalProtocolError(f"a job must be a (function, data) pair, got {job!r}") from None
-    packet = pk.submit_packet(as_bytes(function, "function"), as_bytes(data, "data"),
+    packet = pk.submit_packet(as_bytes(function, "function"),
+                              _data(serializer, data, f"the data of job {index}"),
                               priority=priority, background=background)
     packet.validate()
     return packet
@@ -301,7 +328,7 @@ class _Pool:
             server.transport = server.session = None
 
 
-class Client:
+class Client(Generic[B]):
     """A Gearman client for one or several servers.
 
     Args:
@@ -318,6 +345,12 @@ class Client:
             connects; there is never a plaintext fallback.
         server_hostname: the name the server's certificate must carry (default: the host of
             each server).
+        serializer: how job data and results become bytes and back
+            (``jobwire.serializers``): ``TEXT`` for ``str``, ``JSON`` for JSON values, or your
+            own; default: bytes as they are. A submit raises ``SerializationError`` for data
+            it cannot write; a result it cannot read raises ``DeserializationError`` (with
+            the job's handle). Updates (WORK_DATA, WORK_WARNING) and WORK_EXCEPTION data stay
+            bytes.
 
     The ``exceptions`` option is requested on each connection, so a worker's WORK_EXCEPTION
     arrives as :class:`~gearman_client.errors.JobException` (not a bare ``JobFailed``).
@@ -339,8 +372,10 @@ class Client:
         timeout: float | None = 10.0, connect_timeout: float | None = None,
         max_body_size: int = pk.DEFAULT_MAX_BODY_SIZE,
         ssl: SSLOption = None, server_hostname: str | None = None,
+        serializer: Serializer[B] | None = None,
     ) -> None:
         self.timeout = timeout
+        self._serializer = or_raw(serializer)
         self._pool = _Pool(_addresses(servers, port), timeout=timeout,
                            connect_timeout=connect_timeout, max_body_size=max_body_size,
                            exceptions=True, ssl=ssl, server_hostname=server_hostname)
@@ -356,7 +391,13 @@ class Client:
             if len(self._handles) > _MAX_REMEMBERED:
                 self._handles.popitem(last=False)
 
-    def __enter__(self) -> Client:
+    def __repr__(self) -> str:
+        servers = ",".join(address_url(s.address, "gearman") for s in self._pool.servers)
+        return describe(self, servers, detail(self._serializer),
+                        "tls" if self.ssl_context is not None else "",
+                        "closed" if self._pool._closed else "")
+
+    def __enter__(self) -> Client[B]:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -384,12 +425,14 @@ class Client:
         return reply, server
 
     def submit(
-        self, function: str | bytes, data: str | bytes = b"", *,
+        self, function: str | bytes, data: B | None = None, *,
         unique: str | bytes | None = None, priority: Priority = Priority.NORMAL,
         timeout: float | EllipsisType | None = ...,
         on_update: Callable[[Update], None] | None = None,
-    ) -> bytes:
-        """Run a job and return its result (the WORK_COMPLETE data).
+    ) -> B:
+        """Run a job and return its result (the WORK_COMPLETE data, through the serializer).
+
+        ``data`` goes through the client's serializer (``None``: no data).
 
         Sends SUBMIT_JOB (or _HIGH/_LOW) to the server chosen by ``unique``; ``on_update`` gets
         every WORK_DATA, WORK_WARNING and WORK_STATUS while the job runs.
@@ -399,11 +442,13 @@ class Client:
             QueueFull, ServerError: the server refused the job.
             OperationTimeout: no result within ``timeout`` seconds (default: the client's).
             LocalProtocolError: invalid function name, unique or priority.
+            SerializationError: the serializer cannot write ``data`` (nothing sent).
+            DeserializationError: the serializer cannot read the result (``.data``).
             ConnectFailed, ConnectionLost: no server, or the connection died while it ran.
         """
         uniq = b"" if unique is None else as_bytes(unique, "unique")
-        packet = pk.submit_packet(as_bytes(function, "function"), as_bytes(data, "data"),
-                                  unique=uniq, priority=priority)
+        packet = pk.submit_packet(as_bytes(function, "function"),
+                                  _data(self._serializer, data), unique=uniq, priority=priority)
         limit = self._limit(timeout)
         transport, session = self._pool.pick(uniq or None)
         created = session.request(packet)
@@ -412,24 +457,31 @@ class Client:
         created.then = _tracking(session, tracker)  # a refused submit fails ``result`` too
         transport.flush()
         try:
-            return transport.wait(result, limit)
+            raw = transport.wait(result, limit)
         finally:
             if tracker.handle is not None:
                 session.untrack(tracker.handle, tracker)
+        return load(self._serializer, raw, tracker.handle, "result")
 
     def submit_background(
-        self, function: str | bytes, data: str | bytes = b"", *,
+        self, function: str | bytes, data: B | None = None, *,
         unique: str | bytes | None = None, priority: Priority = Priority.NORMAL,
         at: datetime | float | None = None, timeout: float | EllipsisType | None = ...,
     ) -> bytes:
         """Queue a background job and return its handle.
 
         Sends SUBMIT_JOB_BG (_HIGH_BG/_LOW_BG), or SUBMIT_JOB_EPOCH when ``at`` (an aware
-        datetime or a unix time) is given; ``priority`` must then be NORMAL.
+        datetime or a unix time) is given; ``priority`` must then be NORMAL. ``data`` goes
+        through the client's serializer (``None``: no data).
 
         Raises:
-            QueueFull, ServerError: refused. LocalProtocolError: invalid arguments.
-            OperationTimeout, ConnectFailed, ConnectionLost.
+            QueueFull: the function's queue is at its ``maxqueue`` limit.
+            ServerError: the server refused the job.
+            LocalProtocolError: invalid arguments (nothing sent).
+            SerializationError: the serializer cannot write ``data`` (nothing sent).
+            OperationTimeout: no JOB_CREATED within ``timeout`` seconds.
+            ConnectFailed: no server could be reached.
+            ConnectionLost: the connection closed before JOB_CREATED.
         """
         packet = self._background_packet(function, data, unique, priority, at)
         route: bytes = packet.unique  # type: ignore[attr-defined]
@@ -438,11 +490,11 @@ class Client:
         return reply.handle  # type: ignore[no-any-return]
 
     def _background_packet(
-        self, function: str | bytes, data: str | bytes, unique: str | bytes | None,
+        self, function: str | bytes, data: B | None, unique: str | bytes | None,
         priority: Priority, at: datetime | float | None,
     ) -> pk.Packet:
         uniq = b"" if unique is None else as_bytes(unique, "unique")
-        fn, body = as_bytes(function, "function"), as_bytes(data, "data")
+        fn, body = as_bytes(function, "function"), _data(self._serializer, data)
         if at is not None:
             if priority is not Priority.NORMAL:
                 raise LocalProtocolError("SUBMIT_JOB_EPOCH has no priority: use NORMAL with at=")
@@ -450,7 +502,7 @@ class Client:
         return pk.submit_packet(fn, body, unique=uniq, priority=priority, background=True)
 
     def submit_background_many(
-        self, jobs: Iterable[tuple[str | bytes, str | bytes]], *,
+        self, jobs: Iterable[tuple[str | bytes, B]], *,
         priority: Priority = Priority.NORMAL, window: int = DEFAULT_WINDOW,
         timeout: float | EllipsisType | None = ...,
     ) -> list[bytes]:
@@ -469,7 +521,8 @@ class Client:
         """
         if window < 1:
             raise LocalProtocolError("window must be >= 1")
-        packets = [_bulk_packet(job, priority, True) for job in jobs]
+        packets = [_bulk_packet(i, job, self._serializer, priority, True)
+                   for i, job in enumerate(jobs)]
         limit = self._limit(timeout)
         server, transport, session = self._pool.pick_server(None)
         pendings = transport.pipeline(session.request, packets, window, limit)
@@ -485,10 +538,10 @@ class Client:
         return results  # type: ignore[return-value]
 
     def submit_many(
-        self, jobs: Iterable[tuple[str | bytes, str | bytes]], *,
+        self, jobs: Iterable[tuple[str | bytes, B]], *,
         priority: Priority = Priority.NORMAL, window: int = 100,
         timeout: float | EllipsisType | None = ...,
-    ) -> list[bytes]:
+    ) -> list[B]:
         """Run many ``(function, data)`` foreground jobs with up to ``window`` in flight on one
         connection (multiplexed by handle); returns the results in order.
 
@@ -498,7 +551,8 @@ class Client:
             LocalProtocolError: an invalid job (every job is checked before any is sent).
             BulkSubmitError: some jobs failed (a :class:`jobwire.errors.BulkError`):
                 ``.results`` has, per job, its result or its exception: ``JobFailed``,
-                ``JobException``, ``ServerError``; when the connection failed,
+                ``JobException``, ``ServerError``, ``DeserializationError`` (a result the
+                serializer cannot read); when the connection failed,
                 ``ConnectionLost`` for the jobs sent (they may run) and ``NotSent`` for the
                 others.
             OperationTimeout: a wait ran out (the jobs may still run).
@@ -506,7 +560,8 @@ class Client:
         """
         if window < 1:
             raise LocalProtocolError("window must be >= 1")
-        packets = [_bulk_packet(job, priority, False) for job in jobs]
+        packets = [_bulk_packet(i, job, self._serializer, priority, False)
+                   for i, job in enumerate(jobs)]
         limit = self._limit(timeout)
         transport, session = self._pool.pick(None)
         results: list[Pending[bytes]] = []
@@ -536,19 +591,38 @@ class Client:
         for result in results:
             if not result.done:
                 outcome.append(ConnectionLost(f"no answer: {lost}"))
+            elif result.error is not None:
+                outcome.append(result.error)
             else:
-                outcome.append(result.error if result.error is not None else result.result())
+                try:
+                    outcome.append(load(self._serializer, result.result(), None, "result"))
+                except DeserializationError as exc:
+                    outcome.append(exc)
         outcome += [NotSent(f"not sent: {lost}") for _ in packets[len(results):]]
         BulkSubmitError.check(outcome)
         return outcome  # type: ignore[return-value]
 
+    @overload
     def submit_reduce(
-        self, function: str | bytes, data: str | bytes, *, reducer: str | bytes,
+        self, function: str | bytes, data: B | None, *, reducer: str | bytes,
+        unique: str | bytes | None = None, background: Literal[False] = False,
+        timeout: float | EllipsisType | None = ...,
+    ) -> B: ...
+
+    @overload
+    def submit_reduce(
+        self, function: str | bytes, data: B | None, *, reducer: str | bytes,
+        unique: str | bytes | None = None, background: Literal[True],
+        timeout: float | EllipsisType | None = ...,
+    ) -> bytes: ...
+
+    def submit_reduce(
+        self, function: str | bytes, data: B | None, *, reducer: str | bytes,
         unique: str | bytes | None = None, background: bool = False,
         timeout: float | EllipsisType | None = ...,
-    ) -> bytes:
-        """Submit a map/reduce job (SUBMIT_REDUCE_JOB[_BACKGROUND]); returns the result, or the
-        handle when ``background``.
+    ) -> B | bytes:
+        """Submit a map/reduce job (SUBMIT_REDUCE_JOB[_BACKGROUND]); returns the result
+        (through the serializer), or the handle when ``background``.
 
         Raises:
             As :meth:`submit`.
@@ -556,7 +630,7 @@ class Client:
         uniq = b"" if unique is None else as_bytes(unique, "unique")
         cls = pk.SubmitReduceJobBackground if background else pk.SubmitReduceJob
         packet = cls(as_bytes(function, "function"), uniq, as_bytes(reducer, "reducer"), b"",
-                     as_bytes(data, "data"))
+                     _data(self._serializer, data))
         limit = self._limit(timeout)
         transport, session = self._pool.pick(uniq or None)
         created = session.request(packet)
@@ -567,7 +641,8 @@ class Client:
         reply = transport.wait(created, limit)
         if background:
             return reply.handle  # type: ignore[no-any-return]
-        return transport.wait(result, limit)
+        return load(self._serializer, transport.wait(result, limit), reply.handle,
+                    "result")
 
     def get_status(
         self, handle: bytes, *, timeout: float | EllipsisType | None = ...
@@ -619,7 +694,9 @@ class Client:
         """ECHO_REQ: the server sends ``data`` back.
 
         Raises:
-            OperationTimeout, ConnectFailed, ConnectionLost.
+            OperationTimeout: no ECHO_RES within ``timeout`` seconds.
+            ConnectFailed: no server could be reached.
+            ConnectionLost: the connection closed before the answer.
         """
         reply, _ = self._call(pk.EchoReq(as_bytes(data, "data")), None,
                                        self._limit(timeout))
@@ -666,6 +743,8 @@ class Admin:
         addresses = _addresses(address, port)
         if len(addresses) != 1:
             raise InvalidAddress(f"{address!r}: an admin connection talks to one server")
+        #: The server.
+        self.address: Address = addresses[0]
         self.timeout = timeout
         #: The TLS context of ``ssl=`` (``None``: plain TCP), and the name asked for.
         self.ssl_context = tls_context(ssl)
@@ -675,6 +754,11 @@ class Admin:
             addresses[0], self._session, connect_timeout=timeout if connect_timeout is None
             else connect_timeout, ssl=self.ssl_context, server_hostname=server_hostname,
         )
+
+    def __repr__(self) -> str:
+        return describe(self, address_url(self.address, "gearman"),
+                        "tls" if self.ssl_context is not None else "",
+                        "closed" if self._transport.closed else "")
 
     def __enter__(self) -> Admin:
         self._transport.connect()
@@ -712,7 +796,10 @@ class Admin:
         """``workers``: every connection with its id and functions.
 
         Raises:
-            ServerError, RemoteProtocolError, OperationTimeout, ConnectFailed.
+            ServerError: the server answered ``ERR``.
+            RemoteProtocolError: the answer is not a ``workers`` list.
+            OperationTimeout: no answer within the timeout.
+            ConnectFailed: the server could not be reached.
         """
         return adm.parse_workers(self._list(adm.Workers()))
 

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from collections import deque
 from types import EllipsisType
-from typing import Any
+from typing import Any, Generic
 
 from jobwire._pending import Pending
 from jobwire._transport import AsyncTransport
 from jobwire.errors import OperationTimeout
+from jobwire.serializers import Serializer, load
 
 from . import _api_async
 from . import _packets as pk
-from ._api_async import AsyncAdmin, JobStatus, as_bytes
+from ._api_async import AsyncAdmin, B, JobStatus, _data, as_bytes
 from ._packets import Priority
 from ._session import JobTracker, Update
 from .worker import AsyncJob, AsyncWorker
@@ -24,17 +25,19 @@ from .worker import AsyncJob, AsyncWorker
 __all__ = ["AsyncAdmin", "AsyncClient", "AsyncJob", "AsyncRunningJob", "AsyncWorker", "JobStatus"]
 
 
-class AsyncRunningJob:
+class AsyncRunningJob(Generic[B]):
     """A submitted foreground job: ``async for update in job`` yields its WORK_DATA,
-    WORK_WARNING and WORK_STATUS packets until it ends; :meth:`result` returns the
-    WORK_COMPLETE data (or raises ``JobFailed`` / ``JobException``).
+    WORK_WARNING and WORK_STATUS packets (bytes as sent) until it ends; :meth:`result` returns
+    the WORK_COMPLETE data through the client's serializer (or raises ``JobFailed`` /
+    ``JobException``).
 
     ``timeout`` bounds each wait for the next update or the result.
     """
 
     def __init__(self, handle: bytes, transport: AsyncTransport, result: Pending[bytes],
-                 timeout: float | None) -> None:
+                 timeout: float | None, serializer: Serializer[B]) -> None:
         self.handle = handle
+        self._serializer = serializer
         self._transport = transport
         self._result = result
         self._timeout = timeout
@@ -50,7 +53,11 @@ class AsyncRunningJob:
         self._updates.append(update)
         self._wake()
 
-    def __aiter__(self) -> AsyncRunningJob:
+    def __repr__(self) -> str:
+        state = "done" if self._result.done else "running"
+        return f"<gearman_client.AsyncRunningJob {self.handle.decode(errors='replace')} {state}>"
+
+    def __aiter__(self) -> AsyncRunningJob[B]:
         return self
 
     async def __anext__(self) -> Update:
@@ -62,44 +69,52 @@ class AsyncRunningJob:
             await self._transport.wait_done(signal, self._timeout)
         return self._updates.popleft()
 
-    async def result(self) -> bytes:
+    async def result(self) -> B:
         """The job's result (updates not yet iterated are dropped).
 
         Raises:
             JobFailed, JobException, OperationTimeout, ConnectionLost.
+            DeserializationError: the client's serializer cannot read the result.
         """
-        return await self._transport.wait(self._result, self._timeout)
+        raw = await self._transport.wait(self._result, self._timeout)
+        return load(self._serializer, raw, self.handle, "result")
 
 
-class AsyncClient(_api_async.AsyncClient):
+class AsyncClient(_api_async.AsyncClient[B]):
     __doc__ = _api_async.AsyncClient.__doc__
 
     async def start(
-        self, function: str | bytes, data: str | bytes = b"", *,
+        self, function: str | bytes, data: B | None = None, *,
         unique: str | bytes | None = None, priority: Priority = Priority.NORMAL,
         timeout: float | EllipsisType | None = ...,
-    ) -> AsyncRunningJob:
+    ) -> AsyncRunningJob[B]:
         """Submit a foreground job (as :meth:`submit`) and return once JOB_CREATED arrives, with
         an :class:`AsyncRunningJob` to iterate its updates and await its result.
 
         Raises:
-            QueueFull, ServerError, LocalProtocolError, OperationTimeout, ConnectFailed.
+            QueueFull: the function's queue is at its ``maxqueue`` limit.
+            ServerError: the server refused the job.
+            LocalProtocolError: invalid arguments (nothing sent).
+            SerializationError: the serializer cannot write ``data`` (nothing sent).
+            OperationTimeout: no JOB_CREATED within ``timeout`` seconds.
+            ConnectFailed: no server could be reached.
         """
         uniq = b"" if unique is None else as_bytes(unique, "unique")
-        packet = pk.submit_packet(as_bytes(function, "function"), as_bytes(data, "data"),
-                                  unique=uniq, priority=priority)
+        packet = pk.submit_packet(as_bytes(function, "function"),
+                                  _data(self._serializer, data), unique=uniq, priority=priority)
         limit = self._limit(timeout)
         transport, session = await self._pool.pick(uniq or None)
         created = session.request(packet)
         result: Pending[bytes] = Pending("job")
-        box: list[AsyncRunningJob] = []
+        box: list[AsyncRunningJob[B]] = []
 
         def on_update(update: Update) -> None:
             box[0]._on_update(update)
 
         def on_created(p: Pending[Any]) -> None:
             if p.error is None and isinstance(p.reply, pk.JobCreated):
-                box.append(AsyncRunningJob(p.reply.handle, transport, result, limit))
+                box.append(AsyncRunningJob(p.reply.handle, transport, result, limit,
+                                           self._serializer))
                 session.track(p.reply.handle, JobTracker(result, on_update))
 
         created.then = on_created

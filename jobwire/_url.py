@@ -1,7 +1,8 @@
 """Server addresses: one rule for every client, worker and admin class of the collection.
 
 Every class that connects takes its server as ``address`` (and, optionally, ``port``) in any of
-these forms (``SCHEME`` is the protocol's own: ``beanstalk``, ``gearman``, ``workq``)::
+these forms (``SCHEME`` is the protocol's own: ``beanstalk`` (also ``beanstalkd``, the server's
+name, as other beanstalk clients write it), ``gearman``, ``workq``)::
 
     "SCHEME://host"               default port of the protocol
     "SCHEME://host:port"          also "SCHEME://[::1]:port"
@@ -35,6 +36,8 @@ __all__ = [
     "InvalidAddress",
     "TCPAddress",
     "UnixAddress",
+    "address_url",
+    "describe",
     "parse_url",
     "resolve_address",
     "resolve_addresses",
@@ -68,6 +71,26 @@ Address = TCPAddress | UnixAddress
 AddressLike = str | os.PathLike[str] | tuple[str, int] | TCPAddress | UnixAddress
 
 _BAD_HOST_CHARS = frozenset(" \t\r\n\x00/?#@")
+#: Other spellings of a protocol's scheme: ``beanstalkd://`` is what greenstalk, pystalk and
+#: most beanstalk tooling write.
+SCHEME_ALIASES: dict[str, tuple[str, ...]] = {"beanstalk": ("beanstalkd",)}
+
+
+def address_url(address: Address, scheme: str) -> str:
+    """``address`` written as a URL of ``scheme`` (``beanstalk://127.0.0.1:11300``,
+    ``unix:///run/beanstalkd.sock``): what the classes show in their ``repr``."""
+    if isinstance(address, UnixAddress):
+        return f"unix://{address.path}"
+    return f"{scheme}://{address}"
+
+
+def describe(obj: object, where: str, *details: str) -> str:
+    """``<package.Class where detail ...>``: the ``repr`` of every client, admin and worker
+    class of the collection (``<beanstalk_client.Client beanstalk://127.0.0.1:11300
+    tube='default'>``). Empty details are left out; never put a password in one."""
+    cls = type(obj)
+    name = f"{cls.__module__.partition('.')[0]}.{cls.__qualname__}"
+    return "<" + " ".join([name, where, *(d for d in details if d)]) + ">"
 
 
 def _port(value: object, where: object) -> int:
@@ -96,13 +119,16 @@ def _host(host: str, where: object) -> str:
 def parse_url(url: str, *, scheme: str, default_port: int, unix: bool = True) -> Address:
     """Parse a ``SCHEME://host[:port]`` or ``unix:///path`` URL into an address.
 
+    ``scheme``'s other spellings (:data:`SCHEME_ALIASES`: ``beanstalkd://``) are accepted too.
+
     Raises:
-        InvalidAddress: the scheme is not ``scheme``, ``unix`` or ``scheme+unix``, the port is
-            not a number in 1-65535, the URL has no host or path, or it names a unix socket
-            and ``unix`` is false.
+        InvalidAddress: the scheme is not ``scheme`` (or one of its aliases), ``unix`` or
+            ``scheme+unix``, the port is not a number in 1-65535, the URL has no host or path,
+            or it names a unix socket and ``unix`` is false.
     """
     parts = urlsplit(url)
-    if parts.scheme in ("unix", f"{scheme}+unix"):
+    schemes = (scheme, *SCHEME_ALIASES.get(scheme, ()))
+    if parts.scheme == "unix" or parts.scheme in {f"{s}+unix" for s in schemes}:
         if not unix:
             raise InvalidAddress(f"{url!r}: {scheme} servers listen on TCP only")
         if parts.query or parts.fragment:
@@ -113,7 +139,7 @@ def parse_url(url: str, *, scheme: str, default_port: int, unix: bool = True) ->
         if not path:
             raise InvalidAddress(f"{url!r}: a unix socket URL needs a path")
         return UnixAddress(path)
-    if parts.scheme != scheme:
+    if parts.scheme not in schemes:
         expected = f"{scheme}://host:port" + (" or unix:///path" if unix else "")
         raise InvalidAddress(f"{url!r}: expected a {expected} URL")
     try:

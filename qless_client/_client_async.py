@@ -19,13 +19,23 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
+
+from typing_extensions import TypeVar as DefaultTypeVar
 
 from jobwire._numbers import parse_decimal
-from jobwire._url import AddressLike
+from jobwire._url import AddressLike, describe
 from jobwire.errors import LocalProtocolError
+from jobwire.serializers import (
+    JSON,
+    SerializationError,
+    Serializer,
+    detail,
+    dump,
+    load,
+)
 
 from . import _scripts as sc
 from ._popguard import AsyncPopGuard
@@ -36,6 +46,10 @@ from .errors import BulkError, JobNotFound, LostLock
 __all__ = ["AsyncClient", "AsyncJob", "AsyncQueue", "default_worker_name", "new_jid"]
 
 T = TypeVar("T")
+#: The type of job data: any JSON value unless a ``serializer=`` says otherwise.
+D = DefaultTypeVar("D", default=Any)
+#: Seconds, as a number or a ``timedelta``.
+Seconds = float | timedelta
 
 #: Jobs in flight at once in :meth:`AsyncQueue.put_many`.
 DEFAULT_WINDOW = 512
@@ -61,19 +75,49 @@ def _name(value: object, what: str) -> str:
 
 
 def _seconds(value: object, what: str) -> float:
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{what} is a number of seconds, not {type(value).__name__}")
+        raise TypeError(f"{what} is a number of seconds or a timedelta, not "
+                        f"{type(value).__name__}")
     if not math.isfinite(value) or value < 0:
         raise LocalProtocolError(f"{what} must be a finite number of seconds >= 0: {value!r}")
     return float(value)
 
 
 def _encode(data: object) -> str:
-    """Job data as JSON text: any JSON value in, the same value out."""
+    """Job data as JSON text: any JSON value in, the same value out.
+
+    Raises:
+        SerializationError: not a JSON value (a ``LocalProtocolError``).
+    """
     try:
         return json.dumps(data, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
-        raise LocalProtocolError(f"job data is not JSON-serialisable: {exc}") from None
+        raise SerializationError(f"job data is not JSON-serialisable: {exc}") from None
+
+
+def _dump_text(serializer: Serializer[D], data: D | None) -> str:
+    """Job data as the JSON text the script stores: ``None`` is ``null``; anything else goes
+    through ``serializer``, whose output must be UTF-8 JSON (every qless binding reads it, and
+    the script refuses anything else).
+
+    Raises:
+        SerializationError: the serializer cannot write ``data``, or wrote no JSON text.
+    """
+    if data is None:
+        return "null"
+    if serializer is JSON:
+        return _encode(data)
+    raw = dump(serializer, data, "job data")
+    try:
+        text = raw.decode()
+        json.loads(text)
+    except ValueError:
+        raise SerializationError(
+            f"{serializer!r} wrote {raw[:40]!r}: qless job data must be JSON text"
+        ) from None
+    return text
 
 
 def _when(value: datetime | date | float | None, clock: Callable[[], float]) -> float:
@@ -92,7 +136,10 @@ def _datetime(value: float | None) -> datetime | None:
     return None if not value else datetime.fromtimestamp(value, timezone.utc)
 
 
-class AsyncJob:
+_UNREAD: Any = object()  # "data not decoded yet"
+
+
+class AsyncJob(Generic[D]):
     """A job as the server described it when it was fetched (``get``, ``pop``, ``peek``).
 
     The attributes are a snapshot; the methods act on the job in Redis. A popped job's
@@ -102,12 +149,12 @@ class AsyncJob:
     """
 
     __slots__ = (
-        "client", "data", "dependencies", "dependents", "expires", "failure", "history", "jid",
-        "klass", "lost", "priority", "queue", "remaining", "retries", "state", "tags", "tracked",
-        "worker",
+        "_data", "_text", "client", "dependencies", "dependents", "expires", "failure",
+        "history", "jid", "klass", "lost", "priority", "queue", "remaining", "retries", "state",
+        "tags", "tracked", "worker",
     )
 
-    def __init__(self, client: AsyncClient, raw: sc.JobData) -> None:
+    def __init__(self, client: AsyncClient[D], raw: sc.JobData) -> None:
         self.client = client
         #: The job id (32 hex digits for jobs this library made).
         self.jid: str = raw["jid"]
@@ -126,8 +173,10 @@ class AsyncJob:
         self.retries: int = raw["retries"]
         #: Retries left before the job fails by itself.
         self.remaining: int = raw["remaining"]
-        #: The job's data: the JSON value it was put with.
-        self.data: Any = json.loads(raw["data"])
+        # The data as stored (JSON text), read through the client's serializer on first use
+        # (``data``), so a job whose data it cannot read can still be failed or retried.
+        self._text: str | None = raw["data"]
+        self._data: D = _UNREAD
         self.tags: list[str] = list(raw["tags"])
         self.tracked: bool = bool(raw["tracked"])
         self.history: list[sc.HistoryEntry] = list(raw["history"])
@@ -141,6 +190,31 @@ class AsyncJob:
     def __repr__(self) -> str:
         return f"<Job {self.jid} {self.klass} {self.state} in {self.queue!r}>"
 
+    @property
+    def data(self) -> D:
+        """The job's data: the JSON value it was put with, through the client's serializer.
+
+        Raises:
+            DeserializationError: the serializer cannot read it (``.data``: the JSON text as
+                bytes, ``.job_id``: the jid); the job can still be failed, retried or
+                cancelled.
+        """
+        if self._data is _UNREAD:
+            text = self._text or "null"
+            self._data = load(self.client._serializer, text.encode(), self.jid, "data")
+        return self._data
+
+    @data.setter
+    def data(self, value: D) -> None:
+        self._data, self._text = value, None
+
+    def _data_text(self) -> str:
+        """The data to send back: as stored when it was not replaced (no round trip through
+        the serializer), else the new value written by it."""
+        if self._text is not None:
+            return self._text
+        return _dump_text(self.client._serializer, self._data)
+
     def _worker(self) -> str:
         """Who speaks for the job: the worker holding it, else this client's worker."""
         return self.worker or self.client.worker_name
@@ -151,8 +225,8 @@ class AsyncJob:
         return self.queue
 
     async def complete(
-        self, next: str | None = None, *, delay: float = 0, depends: Sequence[str] = (),
-        data: Any = _KEEP,
+        self, next: str | None = None, *, delay: Seconds = 0, depends: Sequence[str] = (),
+        data: D = _KEEP,
     ) -> str:
         """Send ``complete``: the job is done (with ``next``: put into that queue, after
         ``delay`` seconds or once ``depends`` are complete). ``data`` replaces the job's data.
@@ -164,6 +238,7 @@ class AsyncJob:
         Raises:
             LostLock: this worker no longer holds the job. WrongQueue, JobNotFound.
             LocalProtocolError: bad arguments (``delay`` and ``depends`` together...).
+            SerializationError: the client's serializer cannot write ``data`` (nothing sent).
         """
         if next is not None:
             _name(next, "next")
@@ -171,7 +246,7 @@ class AsyncJob:
             raise LocalProtocolError("complete takes delay or depends, not both")
         if (delay or depends) and next is None:
             raise LocalProtocolError("delay and depends go with next=")
-        text = _encode(self.data if data is _KEEP else data)
+        text = self._data_text() if data is _KEEP else _dump_text(self.client._serializer, data)
         state = await self.client._run(sc.complete(
             self.client.clock(), self.jid, self._worker(), self._queue(), text, next=next,
             delay=_seconds(delay, "delay"), depends=list(depends) or None,
@@ -181,14 +256,14 @@ class AsyncJob:
             self.data = data
         return state
 
-    async def fail(self, group: str, message: str, *, data: Any = _KEEP) -> str:
+    async def fail(self, group: str, message: str, *, data: D = _KEEP) -> str:
         """Send ``fail``: the job failed for good, in failure ``group`` (e.g. the exception
         type) with ``message`` (e.g. the traceback). Any state can fail.
 
         Raises:
             JobNotFound. LocalProtocolError: an empty group.
         """
-        text = None if data is _KEEP else _encode(data)
+        text = None if data is _KEEP else _dump_text(self.client._serializer, data)
         jid = await self.client._run(sc.fail(
             self.client.clock(), self.jid, self._worker(), _name(group, "group"),
             str(message), text,
@@ -196,7 +271,7 @@ class AsyncJob:
         self.state = "failed"
         return jid
 
-    async def retry(self, delay: float = 0) -> int:
+    async def retry(self, delay: Seconds = 0) -> int:
         """Send ``retry``: give the job back to its queue (after ``delay`` seconds), counting
         against its retries; with none left it fails by itself.
 
@@ -204,7 +279,9 @@ class AsyncJob:
             The retries left; negative when the job failed for running out.
 
         Raises:
-            LostLock, WrongQueue, JobNotFound.
+            LostLock: this worker does not hold the job's lock any more.
+            WrongQueue: the job is not in the queue the call named.
+            JobNotFound: no job has this jid.
         """
         left = await self.client._run(sc.retry(
             self.client.clock(), self.jid, self._queue(), self._worker(),
@@ -214,7 +291,7 @@ class AsyncJob:
         self.state = "failed" if left < 0 else ("scheduled" if delay else "waiting")
         return left
 
-    async def heartbeat(self, data: Any = _KEEP) -> datetime:
+    async def heartbeat(self, data: D = _KEEP) -> datetime:
         """Send ``heartbeat``: renew the lock (and replace the job's data with ``data``).
 
         Returns:
@@ -225,7 +302,7 @@ class AsyncJob:
                 (:attr:`lost` is set).
             JobNotFound: the job is gone (cancelled); :attr:`lost` is set too.
         """
-        text = None if data is _KEEP else _encode(data)
+        text = None if data is _KEEP else _dump_text(self.client._serializer, data)
         try:
             expires = await self.client._run(sc.heartbeat(
                 self.client.clock(), self.jid, self._worker(), text,
@@ -290,19 +367,21 @@ class AsyncJob:
             await self.client._run(sc.depends_off(now, self.jid, *jids))
             self.dependencies = [j for j in self.dependencies if j not in jids]
 
-    async def move(self, queue: str, *, delay: float = 0) -> str:
+    async def move(self, queue: str, *, delay: Seconds = 0) -> str:
         """Send ``put`` of this job into ``queue`` (it leaves its current queue or worker,
         keeping its data, priority, tags and retries)."""
-        return await self.client.queue(queue).put(self.klass, self.data, jid=self.jid,
-                                                  delay=delay)
+        target = self.client.queue(queue)
+        return await self.client._run(target._put_call(
+            self.klass, None, self.jid, None, None, delay, None, None, text=self._data_text(),
+        ))
 
 
-class AsyncQueue:
+class AsyncQueue(Generic[D]):
     """One queue of a client: ``client.queue("emails")``."""
 
     __slots__ = ("client", "name")
 
-    def __init__(self, client: AsyncClient, name: str) -> None:
+    def __init__(self, client: AsyncClient[D], name: str) -> None:
         self.client = client
         self.name = _name(name, "queue name")
 
@@ -310,25 +389,28 @@ class AsyncQueue:
         return f"<Queue {self.name!r}>"
 
     def _put_call(
-        self, klass: str, data: Any, jid: str | None, priority: int | None,
-        tags: Sequence[str] | None, delay: float, retries: int | None,
-        depends: Sequence[str] | None,
+        self, klass: str, data: D | None, jid: str | None, priority: int | None,
+        tags: Sequence[str] | None, delay: Seconds, retries: int | None,
+        depends: Sequence[str] | None, text: str | None = None,
     ) -> sc.ScriptCall[str]:
         if delay and depends:
             raise LocalProtocolError("put takes delay or depends, not both")
+        if text is None:
+            text = _dump_text(self.client._serializer, data)
         return sc.put(
             self.client.clock(), self.name, _name(jid, "jid") if jid is not None else new_jid(),
-            _name(klass, "klass"), _encode(data), delay=_seconds(delay, "delay"),
+            _name(klass, "klass"), text, delay=_seconds(delay, "delay"),
             priority=priority, tags=None if tags is None else [_name(t, "tag") for t in tags],
             retries=retries, depends=None if depends is None else list(depends),
         )
 
     async def put(
-        self, klass: str, data: Any = None, *, jid: str | None = None, priority: int | None = None,
-        tags: Sequence[str] | None = None, delay: float = 0, retries: int | None = None,
-        depends: Sequence[str] | None = None,
+        self, klass: str, data: D | None = None, *, jid: str | None = None,
+        priority: int | None = None, tags: Sequence[str] | None = None, delay: Seconds = 0,
+        retries: int | None = None, depends: Sequence[str] | None = None,
     ) -> str:
-        """Send ``put``: a job of class ``klass`` with JSON ``data`` (any JSON value).
+        """Send ``put``: a job of class ``klass`` with ``data`` (any JSON value by default;
+        what the client's serializer writes otherwise; ``None``: JSON ``null``).
 
         Args:
             jid: the job id (default: a new hex UUID4). Putting an existing jid moves that job
@@ -343,16 +425,17 @@ class AsyncQueue:
             The jid.
 
         Raises:
-            LocalProtocolError: bad input (empty names, non-JSON data, a negative delay...);
-                nothing is sent. TypeError: a value of the wrong type.
+            LocalProtocolError: bad input (empty names, a negative delay...); nothing is sent.
+            SerializationError: data the serializer cannot write (by default: not a JSON
+                value); nothing is sent. TypeError: a value of the wrong type.
         """
         return await self.client._run(
             self._put_call(klass, data, jid, priority, tags, delay, retries, depends)
         )
 
     async def put_many(
-        self, jobs: Iterable[tuple[str, Any]], *, priority: int | None = None,
-        tags: Sequence[str] | None = None, delay: float = 0, retries: int | None = None,
+        self, jobs: Iterable[tuple[str, D]], *, priority: int | None = None,
+        tags: Sequence[str] | None = None, delay: Seconds = 0, retries: int | None = None,
         window: int = DEFAULT_WINDOW,
     ) -> list[str]:
         """Pipelined ``put`` of many ``(klass, data)`` jobs, each with a new jid and the same
@@ -371,7 +454,7 @@ class AsyncQueue:
                  for k, d in jobs]
         return await self.client._run_many(calls, window)
 
-    async def pop(self, count: int = 1) -> list[AsyncJob]:
+    async def pop(self, count: int = 1) -> list[AsyncJob[D]]:
         """Send ``pop``: lock up to ``count`` jobs for this client's worker: jobs whose lock
         expired first, then scheduled jobs that came due, then waiting jobs by priority and
         age. Returns fewer (or none) when the queue has fewer.
@@ -383,7 +466,7 @@ class AsyncQueue:
             self.client.clock(), self.name, self.client.worker_name, _count(count)))
         return [AsyncJob(self.client, job) for job in raw]
 
-    async def peek(self, count: int = 1) -> list[AsyncJob]:
+    async def peek(self, count: int = 1) -> list[AsyncJob[D]]:
         """Send ``peek``: the jobs :meth:`pop` would hand out next, without locking them."""
         raw = await self.client._run(sc.peek(self.client.clock(), self.name, _count(count)))
         return [AsyncJob(self.client, job) for job in raw]
@@ -398,11 +481,12 @@ class AsyncQueue:
         c = await self.counts()
         return c["waiting"] + c["scheduled"] + c["running"] + c["stalled"]
 
-    async def jobs(self, state: str, offset: int = 0, count: int = 25) -> list[str]:
+    async def jobs(self, state: str, offset: int = 0, limit: int = 25) -> list[str]:
         """Send ``jobs <state> <queue>``: a page of the jids in ``state`` (``waiting``,
-        ``running``, ``stalled``, ``scheduled``, ``depends``, ``recurring``)."""
+        ``running``, ``stalled``, ``scheduled``, ``depends``, ``recurring``), ``limit`` from
+        ``offset``."""
         return await self.client._run(sc.jobs(self.client.clock(), state, self.name, offset,
-                                              count))
+                                              limit))
 
     async def stats(self, day: datetime | date | float | None = None) -> sc.Stats:
         """Send ``stats``: wait and run times (count, mean, variance, histogram), failures
@@ -411,14 +495,15 @@ class AsyncQueue:
                                                _when(day, self.client.clock)))
 
     async def recur(
-        self, klass: str, data: Any = None, *, interval: float, offset: float = 0,
+        self, klass: str, data: D | None = None, *, interval: Seconds, offset: Seconds = 0,
         jid: str | None = None, priority: int | None = None, tags: Sequence[str] | None = None,
         retries: int | None = None, backlog: int | None = None,
     ) -> str:
         """Send ``recur``: put a job of ``klass`` every ``interval`` seconds, the first after
         ``offset`` (each occurrence is job ``<jid>-<n>``; ``backlog`` caps how many missed
         runs are made up). Returns the template's jid."""
-        if _seconds(interval, "interval") <= 0:
+        every = _seconds(interval, "interval")
+        if every <= 0:
             raise LocalProtocolError("interval must be > 0 seconds")
         options: dict[str, Any] = {"offset": _seconds(offset, "offset")}
         if priority is not None:
@@ -431,7 +516,7 @@ class AsyncQueue:
             options["backlog"] = backlog
         return await self.client._run(sc.recur(
             self.client.clock(), self.name, _name(jid, "jid") if jid else new_jid(),
-            _name(klass, "klass"), _encode(data), interval, **options,
+            _name(klass, "klass"), _dump_text(self.client._serializer, data), every, **options,
         ))
 
     async def unrecur(self, jid: str) -> bool:
@@ -463,7 +548,7 @@ def _count(value: int) -> int:
     return value
 
 
-class AsyncClient:
+class AsyncClient(Generic[D]):
     """A qless client on one Redis connection, shared by many tasks (anyio: asyncio or trio).
 
         async with AsyncClient("redis://127.0.0.1:6379/0") as client:
@@ -479,6 +564,13 @@ class AsyncClient:
         port: the port, when ``address`` is a bare host.
         worker_name: who pops and completes (default ``<hostname>-<pid>``).
         clock: UTC seconds now; every call passes it to the script (Lua has no clock).
+        serializer: how job data becomes the JSON text qless stores and back
+            (``jobwire.serializers``; default ``JSON``: any JSON value). Yours must write JSON
+            (every qless binding reads the data, and the script refuses anything else): wrap
+            a model's ``model_dump_json``/``model_validate_json``, or use
+            ``Json(default=...)`` for values ``json`` cannot write. Data it cannot write
+            raises ``SerializationError`` at the call; a job whose data it cannot read raises
+            ``DeserializationError`` when ``job.data`` is read.
         redis_options: further keyword arguments for :class:`AsyncRedis` (``db``, ``password``,
             ``timeout``, ``ssl``...).
 
@@ -486,10 +578,14 @@ class AsyncClient:
         TypeError, InvalidAddress: the address is not one (nothing is sent).
     """
 
+    #: How job data becomes JSON text and back (a class default, for subclasses that skip
+    #: ``__init__``).
+    _serializer: Serializer[D] = JSON
+
     def __init__(
         self, address: AddressLike | AsyncRedis = "127.0.0.1", port: int | None = None, *,
         worker_name: str | None = None, clock: Callable[[], float] = time.time,
-        **redis_options: Any,
+        serializer: Serializer[D] | None = None, **redis_options: Any,
     ) -> None:
         if isinstance(address, AsyncRedis):
             if port is not None or redis_options:
@@ -499,9 +595,15 @@ class AsyncClient:
             self.redis, self._owns = AsyncRedis(address, port, **redis_options), True
         self.worker_name = _name(worker_name or default_worker_name(), "worker_name")
         self.clock = clock
+        if serializer is not None:
+            self._serializer = serializer
         self._loaded = False
 
-    async def __aenter__(self) -> AsyncClient:
+    def __repr__(self) -> str:
+        return describe(self, self.redis._where(), f"worker={self.worker_name!r}",
+                        detail(self._serializer, JSON))
+
+    async def __aenter__(self) -> AsyncClient[D]:
         await self.redis.connect()
         return self
 
@@ -540,11 +642,11 @@ class AsyncClient:
             raise BulkError(results) from exc.error
         return [c.decode(r) for c, r in zip(calls, replies, strict=True)]
 
-    def queue(self, name: str) -> AsyncQueue:
+    def queue(self, name: str) -> AsyncQueue[D]:
         """The queue ``name`` (nothing is sent)."""
         return AsyncQueue(self, name)
 
-    async def get(self, jid: str) -> AsyncJob | None:
+    async def get(self, jid: str) -> AsyncJob[D] | None:
         """Send ``get``: the job, or None if there is no such job."""
         raw = await self._run(sc.get(self.clock(), _name(jid, "jid")))
         return None if raw is None else AsyncJob(self, raw)
@@ -558,24 +660,26 @@ class AsyncClient:
         """
         return await self._run(sc.cancel(self.clock(), *[_name(j, "jid") for j in jids]))
 
-    async def tracked(self) -> tuple[list[AsyncJob], list[str]]:
+    async def tracked(self) -> tuple[list[AsyncJob[D]], list[str]]:
         """Send ``track``: the tracked jobs, and the tracked jids whose job is gone."""
         raw = await self._run(sc.tracked(self.clock()))
         return [AsyncJob(self, j) for j in raw["jobs"]], list(raw["expired"])
 
-    async def tagged(self, tag: str, offset: int = 0, count: int = 25) -> sc.Page:
-        """Send ``tag get``: a page of the jids tagged ``tag`` (``total``, ``jobs``)."""
-        return await self._run(sc.tag_get(self.clock(), _name(tag, "tag"), offset, count))
+    async def tagged(self, tag: str, offset: int = 0, limit: int = 25) -> sc.Page:
+        """Send ``tag get``: a page of the jids tagged ``tag`` (``total``, ``jobs``), ``limit``
+        from ``offset``."""
+        return await self._run(sc.tag_get(self.clock(), _name(tag, "tag"), offset, limit))
 
     async def failed(self) -> dict[str, int]:
         """Send ``failed``: how many failed jobs each failure group holds."""
         return await self._run(sc.failed_counts(self.clock()))
 
     async def failed_jobs(
-        self, group: str, offset: int = 0, count: int = 25
-    ) -> tuple[int, list[AsyncJob]]:
-        """Send ``failed <group>``: the group's total and a page of its jobs, newest first."""
-        raw = await self._run(sc.failed(self.clock(), _name(group, "group"), offset, count))
+        self, group: str, offset: int = 0, limit: int = 25
+    ) -> tuple[int, list[AsyncJob[D]]]:
+        """Send ``failed <group>``: the group's total and a page of its jobs, newest first
+        (``limit`` from ``offset``)."""
+        raw = await self._run(sc.failed(self.clock(), _name(group, "group"), offset, limit))
         return raw["total"], [AsyncJob(self, j) for j in raw["jobs"]]
 
     async def unfail(self, queue: str, group: str, count: int = 25) -> int:
@@ -597,9 +701,10 @@ class AsyncClient:
         return await self._run(sc.worker(self.clock(), _name(name or self.worker_name,
                                                              "worker")))
 
-    async def completed(self, offset: int = 0, count: int = 25) -> list[str]:
-        """Send ``jobs complete``: a page of completed jids, newest first."""
-        return await self._run(sc.jobs(self.clock(), "complete", None, offset, count))
+    async def completed(self, offset: int = 0, limit: int = 25) -> list[str]:
+        """Send ``jobs complete``: a page of completed jids, newest first (``limit`` from
+        ``offset``)."""
+        return await self._run(sc.jobs(self.clock(), "complete", None, offset, limit))
 
     async def config(self) -> dict[str, str]:
         """Send ``config.get``: every option with its value (defaults included)."""

@@ -20,13 +20,23 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
+
+from typing_extensions import TypeVar as DefaultTypeVar
 
 from jobwire._numbers import parse_decimal
-from jobwire._url import AddressLike
+from jobwire._url import AddressLike, describe
 from jobwire.errors import LocalProtocolError
+from jobwire.serializers import (
+    JSON,
+    SerializationError,
+    Serializer,
+    detail,
+    dump,
+    load,
+)
 
 from . import _scripts as sc
 from ._popguard import PopGuard
@@ -37,6 +47,10 @@ from .errors import BulkError, JobNotFound, LostLock
 __all__ = ["Client", "Job", "Queue", "default_worker_name", "new_jid"]
 
 T = TypeVar("T")
+#: The type of job data: any JSON value unless a ``serializer=`` says otherwise.
+D = DefaultTypeVar("D", default=Any)
+#: Seconds, as a number or a ``timedelta``.
+Seconds = float | timedelta
 
 #: Jobs in flight at once in :meth:`Queue.put_many`.
 DEFAULT_WINDOW = 512
@@ -62,19 +76,49 @@ def _name(value: object, what: str) -> str:
 
 
 def _seconds(value: object, what: str) -> float:
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{what} is a number of seconds, not {type(value).__name__}")
+        raise TypeError(f"{what} is a number of seconds or a timedelta, not "
+                        f"{type(value).__name__}")
     if not math.isfinite(value) or value < 0:
         raise LocalProtocolError(f"{what} must be a finite number of seconds >= 0: {value!r}")
     return float(value)
 
 
 def _encode(data: object) -> str:
-    """Job data as JSON text: any JSON value in, the same value out."""
+    """Job data as JSON text: any JSON value in, the same value out.
+
+    Raises:
+        SerializationError: not a JSON value (a ``LocalProtocolError``).
+    """
     try:
         return json.dumps(data, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
-        raise LocalProtocolError(f"job data is not JSON-serialisable: {exc}") from None
+        raise SerializationError(f"job data is not JSON-serialisable: {exc}") from None
+
+
+def _dump_text(serializer: Serializer[D], data: D | None) -> str:
+    """Job data as the JSON text the script stores: ``None`` is ``null``; anything else goes
+    through ``serializer``, whose output must be UTF-8 JSON (every qless binding reads it, and
+    the script refuses anything else).
+
+    Raises:
+        SerializationError: the serializer cannot write ``data``, or wrote no JSON text.
+    """
+    if data is None:
+        return "null"
+    if serializer is JSON:
+        return _encode(data)
+    raw = dump(serializer, data, "job data")
+    try:
+        text = raw.decode()
+        json.loads(text)
+    except ValueError:
+        raise SerializationError(
+            f"{serializer!r} wrote {raw[:40]!r}: qless job data must be JSON text"
+        ) from None
+    return text
 
 
 def _when(value: datetime | date | float | None, clock: Callable[[], float]) -> float:
@@ -93,7 +137,10 @@ def _datetime(value: float | None) -> datetime | None:
     return None if not value else datetime.fromtimestamp(value, timezone.utc)
 
 
-class Job:
+_UNREAD: Any = object()  # "data not decoded yet"
+
+
+class Job(Generic[D]):
     """A job as the server described it when it was fetched (``get``, ``pop``, ``peek``).
 
     The attributes are a snapshot; the methods act on the job in Redis. A popped job's
@@ -103,12 +150,12 @@ class Job:
     """
 
     __slots__ = (
-        "client", "data", "dependencies", "dependents", "expires", "failure", "history", "jid",
-        "klass", "lost", "priority", "queue", "remaining", "retries", "state", "tags", "tracked",
-        "worker",
+        "_data", "_text", "client", "dependencies", "dependents", "expires", "failure",
+        "history", "jid", "klass", "lost", "priority", "queue", "remaining", "retries", "state",
+        "tags", "tracked", "worker",
     )
 
-    def __init__(self, client: Client, raw: sc.JobData) -> None:
+    def __init__(self, client: Client[D], raw: sc.JobData) -> None:
         self.client = client
         #: The job id (32 hex digits for jobs this library made).
         self.jid: str = raw["jid"]
@@ -127,8 +174,10 @@ class Job:
         self.retries: int = raw["retries"]
         #: Retries left before the job fails by itself.
         self.remaining: int = raw["remaining"]
-        #: The job's data: the JSON value it was put with.
-        self.data: Any = json.loads(raw["data"])
+        # The data as stored (JSON text), read through the client's serializer on first use
+        # (``data``), so a job whose data it cannot read can still be failed or retried.
+        self._text: str | None = raw["data"]
+        self._data: D = _UNREAD
         self.tags: list[str] = list(raw["tags"])
         self.tracked: bool = bool(raw["tracked"])
         self.history: list[sc.HistoryEntry] = list(raw["history"])
@@ -142,6 +191,31 @@ class Job:
     def __repr__(self) -> str:
         return f"<Job {self.jid} {self.klass} {self.state} in {self.queue!r}>"
 
+    @property
+    def data(self) -> D:
+        """The job's data: the JSON value it was put with, through the client's serializer.
+
+        Raises:
+            DeserializationError: the serializer cannot read it (``.data``: the JSON text as
+                bytes, ``.job_id``: the jid); the job can still be failed, retried or
+                cancelled.
+        """
+        if self._data is _UNREAD:
+            text = self._text or "null"
+            self._data = load(self.client._serializer, text.encode(), self.jid, "data")
+        return self._data
+
+    @data.setter
+    def data(self, value: D) -> None:
+        self._data, self._text = value, None
+
+    def _data_text(self) -> str:
+        """The data to send back: as stored when it was not replaced (no round trip through
+        the serializer), else the new value written by it."""
+        if self._text is not None:
+            return self._text
+        return _dump_text(self.client._serializer, self._data)
+
     def _worker(self) -> str:
         """Who speaks for the job: the worker holding it, else this client's worker."""
         return self.worker or self.client.worker_name
@@ -152,8 +226,8 @@ class Job:
         return self.queue
 
     def complete(
-        self, next: str | None = None, *, delay: float = 0, depends: Sequence[str] = (),
-        data: Any = _KEEP,
+        self, next: str | None = None, *, delay: Seconds = 0, depends: Sequence[str] = (),
+        data: D = _KEEP,
     ) -> str:
         """Send ``complete``: the job is done (with ``next``: put into that queue, after
         ``delay`` seconds or once ``depends`` are complete). ``data`` replaces the job's data.
@@ -165,6 +239,7 @@ class Job:
         Raises:
             LostLock: this worker no longer holds the job. WrongQueue, JobNotFound.
             LocalProtocolError: bad arguments (``delay`` and ``depends`` together...).
+            SerializationError: the client's serializer cannot write ``data`` (nothing sent).
         """
         if next is not None:
             _name(next, "next")
@@ -172,7 +247,7 @@ class Job:
             raise LocalProtocolError("complete takes delay or depends, not both")
         if (delay or depends) and next is None:
             raise LocalProtocolError("delay and depends go with next=")
-        text = _encode(self.data if data is _KEEP else data)
+        text = self._data_text() if data is _KEEP else _dump_text(self.client._serializer, data)
         state = self.client._run(sc.complete(
             self.client.clock(), self.jid, self._worker(), self._queue(), text, next=next,
             delay=_seconds(delay, "delay"), depends=list(depends) or None,
@@ -182,14 +257,14 @@ class Job:
             self.data = data
         return state
 
-    def fail(self, group: str, message: str, *, data: Any = _KEEP) -> str:
+    def fail(self, group: str, message: str, *, data: D = _KEEP) -> str:
         """Send ``fail``: the job failed for good, in failure ``group`` (e.g. the exception
         type) with ``message`` (e.g. the traceback). Any state can fail.
 
         Raises:
             JobNotFound. LocalProtocolError: an empty group.
         """
-        text = None if data is _KEEP else _encode(data)
+        text = None if data is _KEEP else _dump_text(self.client._serializer, data)
         jid = self.client._run(sc.fail(
             self.client.clock(), self.jid, self._worker(), _name(group, "group"),
             str(message), text,
@@ -197,7 +272,7 @@ class Job:
         self.state = "failed"
         return jid
 
-    def retry(self, delay: float = 0) -> int:
+    def retry(self, delay: Seconds = 0) -> int:
         """Send ``retry``: give the job back to its queue (after ``delay`` seconds), counting
         against its retries; with none left it fails by itself.
 
@@ -205,7 +280,9 @@ class Job:
             The retries left; negative when the job failed for running out.
 
         Raises:
-            LostLock, WrongQueue, JobNotFound.
+            LostLock: this worker does not hold the job's lock any more.
+            WrongQueue: the job is not in the queue the call named.
+            JobNotFound: no job has this jid.
         """
         left = self.client._run(sc.retry(
             self.client.clock(), self.jid, self._queue(), self._worker(),
@@ -215,7 +292,7 @@ class Job:
         self.state = "failed" if left < 0 else ("scheduled" if delay else "waiting")
         return left
 
-    def heartbeat(self, data: Any = _KEEP) -> datetime:
+    def heartbeat(self, data: D = _KEEP) -> datetime:
         """Send ``heartbeat``: renew the lock (and replace the job's data with ``data``).
 
         Returns:
@@ -226,7 +303,7 @@ class Job:
                 (:attr:`lost` is set).
             JobNotFound: the job is gone (cancelled); :attr:`lost` is set too.
         """
-        text = None if data is _KEEP else _encode(data)
+        text = None if data is _KEEP else _dump_text(self.client._serializer, data)
         try:
             expires = self.client._run(sc.heartbeat(
                 self.client.clock(), self.jid, self._worker(), text,
@@ -291,19 +368,21 @@ class Job:
             self.client._run(sc.depends_off(now, self.jid, *jids))
             self.dependencies = [j for j in self.dependencies if j not in jids]
 
-    def move(self, queue: str, *, delay: float = 0) -> str:
+    def move(self, queue: str, *, delay: Seconds = 0) -> str:
         """Send ``put`` of this job into ``queue`` (it leaves its current queue or worker,
         keeping its data, priority, tags and retries)."""
-        return self.client.queue(queue).put(self.klass, self.data, jid=self.jid,
-                                                  delay=delay)
+        target = self.client.queue(queue)
+        return self.client._run(target._put_call(
+            self.klass, None, self.jid, None, None, delay, None, None, text=self._data_text(),
+        ))
 
 
-class Queue:
+class Queue(Generic[D]):
     """One queue of a client: ``client.queue("emails")``."""
 
     __slots__ = ("client", "name")
 
-    def __init__(self, client: Client, name: str) -> None:
+    def __init__(self, client: Client[D], name: str) -> None:
         self.client = client
         self.name = _name(name, "queue name")
 
@@ -311,25 +390,28 @@ class Queue:
         return f"<Queue {self.name!r}>"
 
     def _put_call(
-        self, klass: str, data: Any, jid: str | None, priority: int | None,
-        tags: Sequence[str] | None, delay: float, retries: int | None,
-        depends: Sequence[str] | None,
+        self, klass: str, data: D | None, jid: str | None, priority: int | None,
+        tags: Sequence[str] | None, delay: Seconds, retries: int | None,
+        depends: Sequence[str] | None, text: str | None = None,
     ) -> sc.ScriptCall[str]:
         if delay and depends:
             raise LocalProtocolError("put takes delay or depends, not both")
+        if text is None:
+            text = _dump_text(self.client._serializer, data)
         return sc.put(
             self.client.clock(), self.name, _name(jid, "jid") if jid is not None else new_jid(),
-            _name(klass, "klass"), _encode(data), delay=_seconds(delay, "delay"),
+            _name(klass, "klass"), text, delay=_seconds(delay, "delay"),
             priority=priority, tags=None if tags is None else [_name(t, "tag") for t in tags],
             retries=retries, depends=None if depends is None else list(depends),
         )
 
     def put(
-        self, klass: str, data: Any = None, *, jid: str | None = None, priority: int | None = None,
-        tags: Sequence[str] | None = None, delay: float = 0, retries: int | None = None,
-        depends: Sequence[str] | None = None,
+        self, klass: str, data: D | None = None, *, jid: str | None = None,
+        priority: int | None = None, tags: Sequence[str] | None = None, delay: Seconds = 0,
+        retries: int | None = None, depends: Sequence[str] | None = None,
     ) -> str:
-        """Send ``put``: a job of class ``klass`` with JSON ``data`` (any JSON value).
+        """Send ``put``: a job of class ``klass`` with ``data`` (any JSON value by default;
+        what the client's serializer writes otherwise; ``None``: JSON ``null``).
 
         Args:
             jid: the job id (default: a new hex UUID4). Putting an existing jid moves that job
@@ -344,16 +426,17 @@ class Queue:
             The jid.
 
         Raises:
-            LocalProtocolError: bad input (empty names, non-JSON data, a negative delay...);
-                nothing is sent. TypeError: a value of the wrong type.
+            LocalProtocolError: bad input (empty names, a negative delay...); nothing is sent.
+            SerializationError: data the serializer cannot write (by default: not a JSON
+                value); nothing is sent. TypeError: a value of the wrong type.
         """
         return self.client._run(
             self._put_call(klass, data, jid, priority, tags, delay, retries, depends)
         )
 
     def put_many(
-        self, jobs: Iterable[tuple[str, Any]], *, priority: int | None = None,
-        tags: Sequence[str] | None = None, delay: float = 0, retries: int | None = None,
+        self, jobs: Iterable[tuple[str, D]], *, priority: int | None = None,
+        tags: Sequence[str] | None = None, delay: Seconds = 0, retries: int | None = None,
         window: int = DEFAULT_WINDOW,
     ) -> list[str]:
         """Pipelined ``put`` of many ``(klass, data)`` jobs, each with a new jid and the same
@@ -372,7 +455,7 @@ class Queue:
                  for k, d in jobs]
         return self.client._run_many(calls, window)
 
-    def pop(self, count: int = 1) -> list[Job]:
+    def pop(self, count: int = 1) -> list[Job[D]]:
         """Send ``pop``: lock up to ``count`` jobs for this client's worker: jobs whose lock
         expired first, then scheduled jobs that came due, then waiting jobs by priority and
         age. Returns fewer (or none) when the queue has fewer.
@@ -384,7 +467,7 @@ class Queue:
             self.client.clock(), self.name, self.client.worker_name, _count(count)))
         return [Job(self.client, job) for job in raw]
 
-    def peek(self, count: int = 1) -> list[Job]:
+    def peek(self, count: int = 1) -> list[Job[D]]:
         """Send ``peek``: the jobs :meth:`pop` would hand out next, without locking them."""
         raw = self.client._run(sc.peek(self.client.clock(), self.name, _count(count)))
         return [Job(self.client, job) for job in raw]
@@ -399,11 +482,12 @@ class Queue:
         c = self.counts()
         return c["waiting"] + c["scheduled"] + c["running"] + c["stalled"]
 
-    def jobs(self, state: str, offset: int = 0, count: int = 25) -> list[str]:
+    def jobs(self, state: str, offset: int = 0, limit: int = 25) -> list[str]:
         """Send ``jobs <state> <queue>``: a page of the jids in ``state`` (``waiting``,
-        ``running``, ``stalled``, ``scheduled``, ``depends``, ``recurring``)."""
+        ``running``, ``stalled``, ``scheduled``, ``depends``, ``recurring``), ``limit`` from
+        ``offset``."""
         return self.client._run(sc.jobs(self.client.clock(), state, self.name, offset,
-                                              count))
+                                              limit))
 
     def stats(self, day: datetime | date | float | None = None) -> sc.Stats:
         """Send ``stats``: wait and run times (count, mean, variance, histogram), failures
@@ -412,14 +496,15 @@ class Queue:
                                                _when(day, self.client.clock)))
 
     def recur(
-        self, klass: str, data: Any = None, *, interval: float, offset: float = 0,
+        self, klass: str, data: D | None = None, *, interval: Seconds, offset: Seconds = 0,
         jid: str | None = None, priority: int | None = None, tags: Sequence[str] | None = None,
         retries: int | None = None, backlog: int | None = None,
     ) -> str:
         """Send ``recur``: put a job of ``klass`` every ``interval`` seconds, the first after
         ``offset`` (each occurrence is job ``<jid>-<n>``; ``backlog`` caps how many missed
         runs are made up). Returns the template's jid."""
-        if _seconds(interval, "interval") <= 0:
+        every = _seconds(interval, "interval")
+        if every <= 0:
             raise LocalProtocolError("interval must be > 0 seconds")
         options: dict[str, Any] = {"offset": _seconds(offset, "offset")}
         if priority is not None:
@@ -432,7 +517,7 @@ class Queue:
             options["backlog"] = backlog
         return self.client._run(sc.recur(
             self.client.clock(), self.name, _name(jid, "jid") if jid else new_jid(),
-            _name(klass, "klass"), _encode(data), interval, **options,
+            _name(klass, "klass"), _dump_text(self.client._serializer, data), every, **options,
         ))
 
     def unrecur(self, jid: str) -> bool:
@@ -464,7 +549,7 @@ def _count(value: int) -> int:
     return value
 
 
-class Client:
+class Client(Generic[D]):
     """A qless client on one Redis connection, shared by many tasks (anyio: asyncio or trio).
 
         with Client("redis://127.0.0.1:6379/0") as client:
@@ -480,6 +565,13 @@ class Client:
         port: the port, when ``address`` is a bare host.
         worker_name: who pops and completes (default ``<hostname>-<pid>``).
         clock: UTC seconds now; every call passes it to the script (Lua has no clock).
+        serializer: how job data becomes the JSON text qless stores and back
+            (``jobwire.serializers``; default ``JSON``: any JSON value). Yours must write JSON
+            (every qless binding reads the data, and the script refuses anything else): wrap
+            a model's ``model_dump_json``/``model_validate_json``, or use
+            ``Json(default=...)`` for values ``json`` cannot write. Data it cannot write
+            raises ``SerializationError`` at the call; a job whose data it cannot read raises
+            ``DeserializationError`` when ``job.data`` is read.
         redis_options: further keyword arguments for :class:`Redis` (``db``, ``password``,
             ``timeout``, ``ssl``...).
 
@@ -487,10 +579,14 @@ class Client:
         TypeError, InvalidAddress: the address is not one (nothing is sent).
     """
 
+    #: How job data becomes JSON text and back (a class default, for subclasses that skip
+    #: ``__init__``).
+    _serializer: Serializer[D] = JSON
+
     def __init__(
         self, address: AddressLike | Redis = "127.0.0.1", port: int | None = None, *,
         worker_name: str | None = None, clock: Callable[[], float] = time.time,
-        **redis_options: Any,
+        serializer: Serializer[D] | None = None, **redis_options: Any,
     ) -> None:
         if isinstance(address, Redis):
             if port is not None or redis_options:
@@ -500,9 +596,15 @@ class Client:
             self.redis, self._owns = Redis(address, port, **redis_options), True
         self.worker_name = _name(worker_name or default_worker_name(), "worker_name")
         self.clock = clock
+        if serializer is not None:
+            self._serializer = serializer
         self._loaded = False
 
-    def __enter__(self) -> Client:
+    def __repr__(self) -> str:
+        return describe(self, self.redis._where(), f"worker={self.worker_name!r}",
+                        detail(self._serializer, JSON))
+
+    def __enter__(self) -> Client[D]:
         self.redis.connect()
         return self
 
@@ -541,11 +643,11 @@ class Client:
             raise BulkError(results) from exc.error
         return [c.decode(r) for c, r in zip(calls, replies, strict=True)]
 
-    def queue(self, name: str) -> Queue:
+    def queue(self, name: str) -> Queue[D]:
         """The queue ``name`` (nothing is sent)."""
         return Queue(self, name)
 
-    def get(self, jid: str) -> Job | None:
+    def get(self, jid: str) -> Job[D] | None:
         """Send ``get``: the job, or None if there is no such job."""
         raw = self._run(sc.get(self.clock(), _name(jid, "jid")))
         return None if raw is None else Job(self, raw)
@@ -559,24 +661,26 @@ class Client:
         """
         return self._run(sc.cancel(self.clock(), *[_name(j, "jid") for j in jids]))
 
-    def tracked(self) -> tuple[list[Job], list[str]]:
+    def tracked(self) -> tuple[list[Job[D]], list[str]]:
         """Send ``track``: the tracked jobs, and the tracked jids whose job is gone."""
         raw = self._run(sc.tracked(self.clock()))
         return [Job(self, j) for j in raw["jobs"]], list(raw["expired"])
 
-    def tagged(self, tag: str, offset: int = 0, count: int = 25) -> sc.Page:
-        """Send ``tag get``: a page of the jids tagged ``tag`` (``total``, ``jobs``)."""
-        return self._run(sc.tag_get(self.clock(), _name(tag, "tag"), offset, count))
+    def tagged(self, tag: str, offset: int = 0, limit: int = 25) -> sc.Page:
+        """Send ``tag get``: a page of the jids tagged ``tag`` (``total``, ``jobs``), ``limit``
+        from ``offset``."""
+        return self._run(sc.tag_get(self.clock(), _name(tag, "tag"), offset, limit))
 
     def failed(self) -> dict[str, int]:
         """Send ``failed``: how many failed jobs each failure group holds."""
         return self._run(sc.failed_counts(self.clock()))
 
     def failed_jobs(
-        self, group: str, offset: int = 0, count: int = 25
-    ) -> tuple[int, list[Job]]:
-        """Send ``failed <group>``: the group's total and a page of its jobs, newest first."""
-        raw = self._run(sc.failed(self.clock(), _name(group, "group"), offset, count))
+        self, group: str, offset: int = 0, limit: int = 25
+    ) -> tuple[int, list[Job[D]]]:
+        """Send ``failed <group>``: the group's total and a page of its jobs, newest first
+        (``limit`` from ``offset``)."""
+        raw = self._run(sc.failed(self.clock(), _name(group, "group"), offset, limit))
         return raw["total"], [Job(self, j) for j in raw["jobs"]]
 
     def unfail(self, queue: str, group: str, count: int = 25) -> int:
@@ -598,9 +702,10 @@ class Client:
         return self._run(sc.worker(self.clock(), _name(name or self.worker_name,
                                                              "worker")))
 
-    def completed(self, offset: int = 0, count: int = 25) -> list[str]:
-        """Send ``jobs complete``: a page of completed jids, newest first."""
-        return self._run(sc.jobs(self.clock(), "complete", None, offset, count))
+    def completed(self, offset: int = 0, limit: int = 25) -> list[str]:
+        """Send ``jobs complete``: a page of completed jids, newest first (``limit`` from
+        ``offset``)."""
+        return self._run(sc.jobs(self.clock(), "complete", None, offset, limit))
 
     def config(self) -> dict[str, str]:
         """Send ``config.get``: every option with its value (defaults included)."""

@@ -39,7 +39,7 @@ from jobwire._pending import Pending
 from jobwire._session import FifoSession
 from jobwire._streams import SSLOption, tls_context
 from jobwire._transport import AsyncTransport, Transport
-from jobwire._url import Address, AddressLike, resolve_address
+from jobwire._url import Address, AddressLike, address_url, describe, resolve_address
 from jobwire.errors import (
     ConnectionLost,
     InvalidAddress,
@@ -360,8 +360,24 @@ class _Base:
     def _limit(self, wait: float | None) -> float | None:
         return None if wait is None or self.timeout is None else wait + self.timeout
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({str(self.address)!r}, {self.options!r})"
+    def _where(self) -> str:
+        """The server as a URL, with the database but never the credentials (for ``repr``)."""
+        options = self.options
+        url = address_url(self.address, "rediss" if options.tls else "redis")
+        if options.db:
+            url += f"?db={options.db}" if url.startswith("unix:") else f"/{options.db}"
+        return url
+
+    def __repr__(self) -> str:  # never the password
+        options = self.options
+        return describe(
+            self, self._where(),
+            "" if options.username is None else f"user={options.username!r}",
+            "" if options.protocol == 2 else f"protocol={options.protocol}",
+            "" if options.client_name is None else f"client_name={options.client_name!r}",
+            "tls" if self.ssl_context is not None and not options.tls else "",
+            "closed" if self._closed else "",
+        )
 
 
 _ARGS_DOC = """
@@ -580,7 +596,7 @@ class Redis(_Base, RedisCommands):
         """Connect to a ``redis://`` or ``unix://`` URL; ``kwargs`` as for the constructor.
 
         Raises:
-            as the constructor.
+            InvalidAddress: as for the constructor.
         """
         return cls(url, **kwargs)
 

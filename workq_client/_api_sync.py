@@ -10,11 +10,14 @@ wire's milliseconds (rounded up); times are aware datetimes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
+from typing import Generic
 
 from jobwire._pending import Pending
 from jobwire.errors import LocalProtocolError, RemoteProtocolError
+from jobwire.serializers import Serializer, dump, dump_all, load
 
 from ._commands import (
     Add,
@@ -36,6 +39,7 @@ from ._commands import (
 )
 from ._events import InspectReply, JobResult, Leased, Reply
 from ._records import (
+    B,
     JobInfo,
     JobResultRecord,
     LeasedJob,
@@ -68,10 +72,25 @@ def _expect(reply: Reply, kind: type[Reply], verb: str) -> None:
         raise RemoteProtocolError(f"{reply!r} cannot answer {verb}")
 
 
-def _result(reply: Reply, verb: str) -> JobResultRecord:
+def _result(reply: Reply, verb: str, serializer: Serializer[B]) -> JobResultRecord[B]:
     _expect(reply, JobResult, verb)
     assert isinstance(reply, JobResult)
-    return JobResultRecord(reply.job_id, reply.success, reply.result)
+    data = load(serializer, reply.result, reply.job_id, "result" if reply.success else "error")
+    return JobResultRecord(reply.job_id, reply.success, data)
+
+
+def _at(at: datetime | float) -> datetime:
+    """When a scheduled job is due: an aware datetime, or a unix time.
+
+    Raises:
+        LocalProtocolError: neither (a naive datetime is refused when the command is sent).
+    """
+    if isinstance(at, datetime):
+        return at
+    if isinstance(at, (int, float)) and not isinstance(at, bool) and math.isfinite(at) \
+            and at >= 0:
+        return datetime.fromtimestamp(at, timezone.utc)
+    raise LocalProtocolError(f"at= must be an aware datetime or a unix time, got {at!r}")
 
 
 def _records(reply: Reply, verb: str) -> InspectReply:
@@ -86,8 +105,17 @@ def _one(reply: InspectReply, verb: str) -> InspectReply:
     return reply
 
 
-class Commands:
-    """Every Workq command as a method. Transports supply ``_call`` and ``_call_many``."""
+class Commands(Generic[B]):
+    """Every Workq command as a method. Transports supply ``_call``, ``_call_many`` and
+    ``_serializer``, which turns payloads, results and errors (``B``) into bytes and back.
+
+    A call that sends one raises ``SerializationError`` (nothing sent) for a value the
+    serializer cannot write; one that returns one raises ``DeserializationError`` (``.job_id``,
+    ``.data``: the raw bytes) for bytes it cannot read. ``inspect_*`` records show payloads
+    as the server holds them (bytes).
+    """
+
+    _serializer: Serializer[B]
 
     def _call(self, command: Command, wait: float = 0.0) -> Reply:
         """Send ``command`` and return its success reply (or raise its typed error); ``wait`` is
@@ -106,7 +134,7 @@ class Commands:
     def add(
         self,
         name: str,
-        payload: bytes,
+        payload: B,
         *,
         ttr: Seconds = DEFAULT_TTR,
         ttl: Seconds = DEFAULT_TTL,
@@ -121,20 +149,23 @@ class Commands:
         its result) up to 30 days; ``priority`` signed 32-bit, higher first; ``max_attempts`` and
         ``max_fails`` 0 (unlimited) to 255. ``job_id``: a UUIDv4; a new one when not given.
 
+        ``payload`` goes through the client's serializer (bytes as they are, by default).
+
         Raises:
             LocalProtocolError: an argument is invalid (nothing sent).
+            SerializationError: the serializer cannot write ``payload`` (nothing sent).
             DuplicateJob: a job with this id exists (the client then reconnects, see docs).
             ClientError, ServerError: the server refused it.
         """
-        command = Add(name, payload, to_ms("ttr", ttr), to_ms("ttl", ttl), priority,
-                      max_attempts, max_fails, job_id=job_id or "")
+        command = Add(name, dump(self._serializer, payload, "payload"), to_ms("ttr", ttr),
+                      to_ms("ttl", ttl), priority, max_attempts, max_fails, job_id=job_id or "")
         self._call(command)
         return command.job_id
 
     def add_many(
         self,
         name: str,
-        payloads: Iterable[bytes],
+        payloads: Iterable[B],
         *,
         ttr: Seconds = DEFAULT_TTR,
         ttl: Seconds = DEFAULT_TTL,
@@ -154,6 +185,8 @@ class Commands:
         Raises:
             LocalProtocolError: an argument is invalid, or ``job_ids`` does not give one id per
                 payload (nothing sent).
+            SerializationError: the serializer cannot write a payload (nothing sent; the
+                message names its index).
             BulkError: some adds failed. ``.error`` is the first real error (e.g. the
                 ``ClientError`` the server answered), ``.index`` its payload, ``.done`` the
                 ``(index, id)`` of every job added, ``.results`` per payload its id or its
@@ -162,12 +195,12 @@ class Commands:
                 retry them with the same ids), those never sent ``NotSent``.
         """
         ttr_ms, ttl_ms = to_ms("ttr", ttr), to_ms("ttl", ttl)
-        payloads = list(payloads)
-        ids = [""] * len(payloads) if job_ids is None else list(job_ids)
-        if len(ids) != len(payloads):
-            raise LocalProtocolError(f"{len(ids)} job ids for {len(payloads)} payloads")
+        data = dump_all(self._serializer, payloads, "payload")
+        ids = [""] * len(data) if job_ids is None else list(job_ids)
+        if len(ids) != len(data):
+            raise LocalProtocolError(f"{len(ids)} job ids for {len(data)} payloads")
         commands = [Add(name, payload, ttr_ms, ttl_ms, priority, job_id=job_id)
-                    for payload, job_id in zip(payloads, ids, strict=True)]
+                    for payload, job_id in zip(data, ids, strict=True)]
         pendings = self._call_many(commands, window, max_bytes)
         results = [command.job_id if pending.error is None else pending.error
                    for command, pending in zip(commands, pendings, strict=True)]
@@ -177,8 +210,8 @@ class Commands:
     def schedule(
         self,
         name: str,
-        payload: bytes,
-        time: datetime,
+        payload: B,
+        at: datetime | float,
         *,
         ttr: Seconds = DEFAULT_TTR,
         ttl: Seconds = DEFAULT_TTL,
@@ -187,28 +220,30 @@ class Commands:
         max_fails: int = 0,
         job_id: str | None = None,
     ) -> str:
-        """Send ``schedule``: enqueue a job that becomes ready at ``time`` (an aware datetime,
-        sent in UTC rounded up to the second); the TTL counts from ``time``. Returns its id.
+        """Send ``schedule``: enqueue a job that becomes ready at ``at`` (an aware datetime or
+        a unix time, sent in UTC rounded up to the second); the TTL counts from ``at``. Returns
+        its id.
 
         Raises:
-            LocalProtocolError: an argument is invalid or ``time`` is naive (nothing sent).
+            LocalProtocolError: an argument is invalid or ``at`` is naive (nothing sent).
             DuplicateJob, ClientError, ServerError: as for :meth:`add`.
         """
-        command = Schedule(name, payload, to_ms("ttr", ttr), to_ms("ttl", ttl), time, priority,
-                           max_attempts, max_fails, job_id=job_id or "")
+        command = Schedule(name, dump(self._serializer, payload, "payload"), to_ms("ttr", ttr),
+                           to_ms("ttl", ttl), _at(at), priority, max_attempts, max_fails,
+                           job_id=job_id or "")
         self._call(command)
         return command.job_id
 
     def run(
         self,
         name: str,
-        payload: bytes,
+        payload: B,
         *,
         ttr: Seconds = DEFAULT_TTR,
         wait: Seconds = 60.0,
         priority: int = 0,
         job_id: str | None = None,
-    ) -> JobResultRecord:
+    ) -> JobResultRecord[B]:
         """Send ``run``: enqueue a job and wait for its result -- up to ``wait`` seconds for a
         worker to lease it, then up to its ``ttr``.
 
@@ -221,21 +256,25 @@ class Commands:
             NotFound: the job was deleted while waiting.
             LocalProtocolError, DuplicateJob, ClientError, ServerError: as for :meth:`add`.
             OperationTimeout: the client's own ``timeout`` ran out on top of ``wait + ttr``.
+            SerializationError: the serializer cannot write ``payload`` (nothing sent).
+            DeserializationError: it cannot read the result (``.data``, ``.job_id``).
         """
-        command = Run(name, payload, to_ms("ttr", ttr), to_ms("wait", wait), priority,
-                      job_id=job_id or "")
+        command = Run(name, dump(self._serializer, payload, "payload"), to_ms("ttr", ttr),
+                      to_ms("wait", wait), priority, job_id=job_id or "")
         reply = self._call(command, (command.wait_ms + command.ttr_ms) / 1000)
-        return _result(reply, "run")
+        return _result(reply, "run", self._serializer)
 
-    def result(self, job_id: str, *, wait: Seconds = 0.0) -> JobResultRecord:
+    def result(self, job_id: str, *, wait: Seconds = 0.0) -> JobResultRecord[B]:
         """Send ``result``: the job's result, waiting up to ``wait`` seconds for it.
 
         Raises:
             NotFound: no such job. TimedOut: no result within ``wait``.
             LocalProtocolError: invalid id or wait (nothing sent).
+            DeserializationError: the serializer cannot read the result (``.data``).
         """
         command = Result(job_id, to_ms("wait", wait))
-        return _result(self._call(command, command.wait_ms / 1000), "result")
+        return _result(self._call(command, command.wait_ms / 1000), "result",
+                       self._serializer)
 
     def delete(self, job_id: str) -> None:
         """Send ``delete``: remove the job and its result (a ``run``/``result`` waiting on it
@@ -248,7 +287,7 @@ class Commands:
 
     # -- worker --------------------------------------------------------------------------------
 
-    def lease(self, names: str | Sequence[str], *, wait: Seconds = 60.0) -> LeasedJob:
+    def lease(self, names: str | Sequence[str], *, wait: Seconds = 60.0) -> LeasedJob[B]:
         """Send ``lease``: take a job from any of ``names``, waiting up to ``wait`` seconds.
 
         The job must be completed or failed within its ``ttr`` (seconds, on the result), after
@@ -263,32 +302,41 @@ class Commands:
 
         Raises:
             TimedOut: no job within ``wait``. LocalProtocolError: invalid names (nothing sent).
+            DeserializationError: the serializer cannot read the payload; the job is leased:
+                settle it by ``.job_id`` (``fail``, ``complete``).
         """
         names = (names,) if isinstance(names, str) else tuple(names)
         command = Lease(names, to_ms("wait", wait))
         reply = self._call(command, command.wait_ms / 1000)
         _expect(reply, Leased, "lease")
         assert isinstance(reply, Leased)
-        return LeasedJob(reply.job_id, reply.name, reply.ttr_ms / 1000, reply.payload)
+        payload = load(self._serializer, reply.payload, reply.job_id, "payload")
+        return LeasedJob(reply.job_id, reply.name, reply.ttr_ms / 1000, payload)
 
-    def complete(self, job_id: str, result: bytes = b"") -> None:
-        """Send ``complete``: the job succeeded with ``result`` (at most 1 MiB).
+    def complete(self, job_id: str, result: B | None = None) -> None:
+        """Send ``complete``: the job succeeded with ``result`` (through the serializer; at most
+        1 MiB; ``None``: an empty result).
 
         Raises:
             NotFound: no such job (deleted or past its TTL).
             ClientError: already completed or failed (``Duplicate result``).
             LocalProtocolError: invalid id or result (nothing sent).
+            SerializationError: the serializer cannot write ``result`` (nothing sent).
         """
-        self._call(Complete(job_id, result))
+        data = b"" if result is None else dump(self._serializer, result, "result")
+        self._call(Complete(job_id, data))
 
-    def fail(self, job_id: str, error: bytes = b"") -> None:
-        """Send ``fail``: the job failed with ``error`` (at most 1 MiB). The server requeues it
-        while ``max-fails`` allows, otherwise it is final.
+    def fail(self, job_id: str, error: B | None = None) -> None:
+        """Send ``fail``: the job failed with ``error`` (through the serializer, as results are:
+        ``run`` and ``result`` read both the same way; at most 1 MiB; ``None``: empty). The
+        server requeues it while ``max-fails`` allows, otherwise it is final.
 
         Raises:
-            NotFound, ClientError, LocalProtocolError: as for :meth:`complete`.
+            NotFound, ClientError, LocalProtocolError, SerializationError: as for
+                :meth:`complete`.
         """
-        self._call(Fail(job_id, error))
+        data = b"" if error is None else dump(self._serializer, error, "error")
+        self._call(Fail(job_id, data))
 
     # -- inspect -------------------------------------------------------------------------------
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Generic
+
+from typing_extensions import TypeVar
 
 from jobwire._numbers import parse_int
 from jobwire.errors import RemoteProtocolError
@@ -30,6 +33,10 @@ __all__ = [
 ]
 
 
+#: The type of payloads and results: ``bytes`` unless a client's ``serializer=`` says otherwise.
+B = TypeVar("B", default=bytes)
+
+
 class JobState(enum.IntEnum):
     """``state`` of ``inspect job``."""
 
@@ -46,22 +53,24 @@ class JobState(enum.IntEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class JobResultRecord:
-    """The answer to ``run`` and ``result``: the job's id, whether it succeeded, its data."""
+class JobResultRecord(Generic[B]):
+    """The answer to ``run`` and ``result``: the job's id, whether it succeeded, its data (the
+    result, or the error when it failed; through the client's serializer)."""
 
     job_id: str
     success: bool
-    data: bytes
+    data: B
 
 
 @dataclass(frozen=True, slots=True)
-class LeasedJob:
-    """A job handed to a worker by ``lease``; ``ttr`` is its time-to-run in seconds."""
+class LeasedJob(Generic[B]):
+    """A job handed to a worker by ``lease``; ``ttr`` is its time-to-run in seconds, and
+    ``payload`` went through the client's serializer."""
 
     job_id: str
     name: str
     ttr: float
-    payload: bytes
+    payload: B
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,13 +33,15 @@ import anyio
 from jobwire._pending import Pending
 from jobwire._streams import SSLOption, tls_context
 from jobwire._transport import AsyncTransport
-from jobwire._url import AddressLike, resolve_address
+from jobwire._url import AddressLike, address_url, describe, resolve_address
 from jobwire.errors import ConnectionLost
+from jobwire.serializers import Serializer, detail, or_raw
 
 from ._api_async import AsyncCommands
 from ._commands import Command, Lease
 from ._events import Reply
 from ._protocol import MAX_FIELDS, MAX_RECORD_SIZE
+from ._records import B
 from ._session import WorkqSession
 
 __all__ = ["DEFAULT_PORT", "AsyncClient"]
@@ -49,7 +51,7 @@ DEFAULT_PORT = 9922
 logger = logging.getLogger("workq_client")
 
 
-class AsyncClient(AsyncCommands):
+class AsyncClient(AsyncCommands[B]):
     """An async connection to a Workq server.
 
     ``async with AsyncClient("127.0.0.1", 9922) as client:`` connects and closes; without the
@@ -73,6 +75,11 @@ class AsyncClient(AsyncCommands):
             ``ssl.SSLContext``; ``None``/``False``: plain. Reconnects use it too. A refused
             certificate raises ``jobwire.TLSError``; there is never a plaintext fallback.
         server_hostname: the name the server's certificate must carry (default: the host).
+        serializer: how payloads, results and errors become bytes and back
+            (``jobwire.serializers``): ``TEXT`` for ``str``, ``JSON`` for JSON values, or your
+            own; default: bytes as they are. A call raises ``SerializationError`` for a value
+            it cannot write; one it cannot read raises ``DeserializationError`` (with the job's
+            id).
 
     Raises:
         TypeError, InvalidAddress: ``address`` is not a server address, or ``ssl`` is not a
@@ -90,10 +97,12 @@ class AsyncClient(AsyncCommands):
         max_record_size: int = MAX_RECORD_SIZE,
         ssl: SSLOption = None,
         server_hostname: str | None = None,
+        serializer: Serializer[B] | None = None,
     ) -> None:
         self.address = resolve_address(
             address, port, scheme="workq", default_port=DEFAULT_PORT, unix=False
         )
+        self._serializer = or_raw(serializer)
         self.timeout = timeout
         self.connect_timeout = timeout if connect_timeout is None else connect_timeout
         self._caps = (max_fields, max_record_size)
@@ -114,13 +123,15 @@ class AsyncClient(AsyncCommands):
         )
 
     @classmethod
-    def from_url(cls, url: str, **kwargs: object) -> AsyncClient:
+    def from_url(
+        cls, url: str, *, serializer: Serializer[B] | None = None, **kwargs: object
+    ) -> AsyncClient[B]:
         """Build a client from ``workq://host[:port]``; ``kwargs`` as for the constructor.
 
         Raises:
             InvalidAddress: the URL is not of that form.
         """
-        return cls(url, **kwargs)  # type: ignore[arg-type]
+        return cls(url, serializer=serializer, **kwargs)  # type: ignore[arg-type]
 
     async def connect(self) -> None:
         """Open the connection now (a no-op when open); reopen it if it had ended.
@@ -160,7 +171,12 @@ class AsyncClient(AsyncCommands):
                            len(held), ", ".join(held))
         await self._transport.aclose()
 
-    async def __aenter__(self) -> AsyncClient:
+    def __repr__(self) -> str:
+        return describe(self, address_url(self.address, "workq"), detail(self._serializer),
+                        "tls" if self.ssl_context is not None else "",
+                        "closed" if self._closed else "")
+
+    async def __aenter__(self) -> AsyncClient[B]:
         await self.connect()
         return self
 

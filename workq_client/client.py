@@ -15,13 +15,15 @@ from types import TracebackType
 from jobwire._pending import Pending
 from jobwire._streams import SSLOption, tls_context
 from jobwire._transport import Transport
-from jobwire._url import AddressLike, resolve_address
+from jobwire._url import AddressLike, address_url, describe, resolve_address
 from jobwire.errors import ConnectionLost
+from jobwire.serializers import Serializer, detail, or_raw
 
 from ._api_sync import Commands
 from ._commands import Command
 from ._events import Reply
 from ._protocol import MAX_FIELDS, MAX_RECORD_SIZE
+from ._records import B
 from ._session import WorkqSession
 
 __all__ = ["Client"]
@@ -29,7 +31,7 @@ __all__ = ["Client"]
 DEFAULT_PORT = 9922
 
 
-class Client(Commands):
+class Client(Commands[B]):
     """A blocking connection to a Workq server, opened by the constructor.
 
     Args:
@@ -50,6 +52,11 @@ class Client(Commands):
             ``ssl.SSLContext``; ``None``/``False``: plain. Reconnects use it too. A refused
             certificate raises ``jobwire.TLSError``; there is never a plaintext fallback.
         server_hostname: the name the server's certificate must carry (default: the host).
+        serializer: how payloads, results and errors become bytes and back
+            (``jobwire.serializers``): ``TEXT`` for ``str``, ``JSON`` for JSON values, or your
+            own; default: bytes as they are. A call raises ``SerializationError`` for a value
+            it cannot write; one it cannot read raises ``DeserializationError`` (with the job's
+            id).
 
     Raises:
         TypeError, InvalidAddress: ``address`` is not a server address, or ``ssl`` is not a
@@ -69,10 +76,12 @@ class Client(Commands):
         max_record_size: int = MAX_RECORD_SIZE,
         ssl: SSLOption = None,
         server_hostname: str | None = None,
+        serializer: Serializer[B] | None = None,
     ) -> None:
         self.address = resolve_address(
             address, port, scheme="workq", default_port=DEFAULT_PORT, unix=False
         )
+        self._serializer = or_raw(serializer)
         self.timeout = timeout
         self.connect_timeout = timeout if connect_timeout is None else connect_timeout
         self._caps = (max_fields, max_record_size)
@@ -97,7 +106,9 @@ class Client(Commands):
         self.connections += 1
 
     @classmethod
-    def from_url(cls, url: str, **kwargs: object) -> Client:
+    def from_url(
+        cls, url: str, *, serializer: Serializer[B] | None = None, **kwargs: object
+    ) -> Client[B]:
         """Connect to ``workq://host[:port]``; ``kwargs`` as for the constructor.
 
         Raises:
@@ -105,14 +116,19 @@ class Client(Commands):
             ConnectFailed: the server cannot be reached.
             TLSError: the TLS handshake failed or the certificate was refused.
         """
-        return cls(url, **kwargs)  # type: ignore[arg-type]
+        return cls(url, serializer=serializer, **kwargs)  # type: ignore[arg-type]
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
         self._closed = True
         self._transport.close()
 
-    def __enter__(self) -> Client:
+    def __repr__(self) -> str:
+        return describe(self, address_url(self.address, "workq"), detail(self._serializer),
+                        "tls" if self.ssl_context is not None else "",
+                        "closed" if self._closed else "")
+
+    def __enter__(self) -> Client[B]:
         return self
 
     def __exit__(

@@ -40,7 +40,7 @@ async def test_every_command_kind(server: BeanstalkServer, tube: str) -> None:
         job_id = await c.put(b"a\r\nb", priority=3, ttr=30)
         assert await c.peek(job_id) == Job(job_id, b"a\r\nb")
         assert await c.peek_ready() == Job(job_id, b"a\r\nb")
-        job = await c.reserve(timeout=0)
+        job = await c.reserve(wait=0)
         await c.touch(job)
         await c.release(job, delay=50)
         assert (await c.peek_delayed()).id == job_id
@@ -61,7 +61,7 @@ async def test_every_command_kind(server: BeanstalkServer, tube: str) -> None:
         with pytest.raises(NotFound):
             await c.delete(job)
         with pytest.raises(TimedOut):
-            await c.reserve(timeout=0)
+            await c.reserve(wait=0)
         with pytest.raises(JobTooBig):
             await c.put(b"x" * (server.max_job_size + 1))
         assert await c.put(b"still usable") > job_id
@@ -83,7 +83,7 @@ async def test_many_tasks_share_one_connection(server: BeanstalkServer, tube: st
         seen: dict[int, bytes] = {}
 
         async def consumer() -> None:
-            job = await c.reserve(timeout=0)
+            job = await c.reserve(wait=0)
             seen[job.id] = job.body
             await c.delete(job)
 
@@ -120,7 +120,7 @@ async def test_cancelled_reserve_never_steals_a_reply(server: BeanstalkServer, t
             await anyio.sleep(0.02)
         else:
             pytest.fail(f"orphaned job not released: {stats}")
-        job = await c.reserve(timeout=0)
+        job = await c.reserve(wait=0)
         assert job.body == b"orphan"
         assert (await c.stats_job(job))["pri"] == 2**16
 
@@ -147,12 +147,12 @@ async def test_deadline_soon_async(server: BeanstalkServer, tube: str) -> None:
     """One caller, one reserve, a held job about to expire: DeadlineSoon is for this caller."""
     async with await _client(server, tube) as c:
         await c.put(b"x", ttr=2)
-        job = await c.reserve(timeout=0)
+        job = await c.reserve(wait=0)
         with anyio.fail_after(5), pytest.raises(DeadlineSoon):
             await c.reserve()
         started = time.monotonic()
         with pytest.raises(DeadlineSoon):  # inside the margin: at once, whatever the timeout
-            await c.reserve(timeout=6)
+            await c.reserve(wait=6)
         assert time.monotonic() - started < 1
         await c.delete(job)
 
@@ -161,13 +161,13 @@ async def _multiple_reserves(
     server: BeanstalkServer, tube: str, *, ttr: int, timeout: int, put_after_delete: bool
 ) -> tuple[object, float, float]:
     """beanstalk-multiple-reserves.txt on one shared AsyncClient: task 1 reserves a job, task 2
-    waits in ``reserve(timeout=...)``, task 1 deletes its job 0.2 s later (held behind the
+    waits in ``reserve(wait=...)``, task 1 deletes its job 0.2 s later (held behind the
     reserve until the server answers it DEADLINE_SOON). Returns task 2's outcome, when the
     delete was answered and when task 2's reserve ended (seconds from task 2's start)."""
     async with await _client(server, tube) as c, AsyncClient.from_url(server.url) as producer:
         await producer.use(tube)
         await c.put(b"held", ttr=ttr)
-        job = await c.reserve(timeout=0)
+        job = await c.reserve(wait=0)
         outcome: list[object] = []
         ended = deleted = 0.0
         started = time.monotonic()
@@ -175,7 +175,7 @@ async def _multiple_reserves(
         async def task2() -> None:
             nonlocal ended
             try:
-                outcome.append(await c.reserve(timeout=timeout))
+                outcome.append(await c.reserve(wait=timeout))
             except (DeadlineSoon, TimedOut) as exc:
                 outcome.append(exc)
             ended = time.monotonic() - started
@@ -224,12 +224,12 @@ async def test_deadline_soon_with_nothing_queued_to_unblock(
     job about to run out, and waiting on would only be answered DEADLINE_SOON again."""
     async with await _client(server, tube) as c:
         await c.put(b"held", ttr=2)
-        job = await c.reserve(timeout=0)
+        job = await c.reserve(wait=0)
         outcome: list[BaseException] = []
 
         async def task2() -> None:
             with pytest.raises(DeadlineSoon) as info:
-                await c.reserve(timeout=6)
+                await c.reserve(wait=6)
             outcome.append(info.value)
 
         with anyio.fail_after(5):
@@ -246,7 +246,7 @@ async def test_unix_socket_async(server: BeanstalkServer) -> None:
     try:
         async with AsyncClient.from_url(srv.url) as c:
             job_id = await c.put(b"u")
-            assert await c.reserve(timeout=0) == Job(job_id, b"u")
+            assert await c.reserve(wait=0) == Job(job_id, b"u")
     finally:
         srv.stop()
 

@@ -47,11 +47,11 @@ def test_put_reserve_delete_roundtrip(client: Client, tube: str) -> None:
     ids = [client.put(body) for body in bodies]
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
     for job_id, body in zip(ids, bodies, strict=True):
-        job = client.reserve(timeout=0)
+        job = client.reserve(wait=0)
         assert job == Job(job_id, body)
         client.delete(job)
     with pytest.raises(TimedOut):
-        client.reserve(timeout=0)
+        client.reserve(wait=0)
 
 
 def test_priorities_order_then_fifo(client: Client) -> None:
@@ -59,7 +59,7 @@ def test_priorities_order_then_fifo(client: Client) -> None:
            [("p10", 10), ("p5a", 5), ("p5b", 5), ("p0", 0), ("pmax", 2**32 - 1)]}
     order = []
     for _ in ids:
-        job = client.reserve(timeout=0)
+        job = client.reserve(wait=0)
         order.append(job.body.decode())
         client.delete(job)
     assert order == ["p0", "p5a", "p5b", "p10", "pmax"]
@@ -70,8 +70,8 @@ def test_delay_and_peek_delayed(client: Client) -> None:
     assert client.stats_job(job_id)["state"] == "delayed"
     assert client.peek_delayed() == Job(job_id, b"later")
     with pytest.raises(TimedOut):
-        client.reserve(timeout=0)
-    job = client.reserve(timeout=3)  # becomes ready after ~1 s
+        client.reserve(wait=0)
+    job = client.reserve(wait=3)  # becomes ready after ~1 s
     assert job.id == job_id
     client.delete(job)
 
@@ -93,7 +93,7 @@ def test_ttr_expiry_releases_job(fresh_server: BeanstalkServer, tube: str) -> No
     with client, Client.from_url(server.url, timeout=40) as other:
         other.watch(tube)
         other.ignore("default")
-        again = other.reserve(timeout=30)  # our TTR runs out, the job goes back to ready
+        again = other.reserve(wait=30)  # our TTR runs out, the job goes back to ready
         assert again.id == job_id
         stats = other.stats_job(again)
         assert stats["timeouts"] == 1 and stats["reserves"] == 2
@@ -105,10 +105,10 @@ def test_ttr_expiry_releases_job(fresh_server: BeanstalkServer, tube: str) -> No
 @pytest.mark.slow
 def test_deadline_soon(client: Client) -> None:
     client.put(b"x", ttr=2)
-    job = client.reserve(timeout=0)
+    job = client.reserve(wait=0)
     started = time.monotonic()
     with pytest.raises(DeadlineSoon):
-        client.reserve(timeout=10)  # the 1 s safety margin interrupts the wait
+        client.reserve(wait=10)  # the 1 s safety margin interrupts the wait
     assert time.monotonic() - started < 5
     client.delete(job)  # DEADLINE_SOON extends nothing, but the job is still ours to delete
 
@@ -118,7 +118,7 @@ def test_pipelined_delete_behind_an_interrupted_reserve(client: Client) -> None:
     """reserve and delete pipelined: DEADLINE_SOON only unblocks the delete; the reserve is
     sent again with what is left of its 4 s (the sync client shares the session's rules)."""
     client.put(b"held", ttr=2)
-    job = client.reserve(timeout=0)
+    job = client.reserve(wait=0)
     started = time.monotonic()
     reserve, delete = client.call_many([ReserveWithTimeout(4), Delete(job.id)])
     assert isinstance(reserve, TimedOut), reserve
@@ -128,19 +128,19 @@ def test_pipelined_delete_behind_an_interrupted_reserve(client: Client) -> None:
 
 def test_release_bury_kick_touch(client: Client) -> None:
     job_id = client.put(b"j", priority=50)
-    job = client.reserve(timeout=0)
+    job = client.reserve(wait=0)
     client.touch(job)
     client.release(job, priority=7, delay=100)
     stats = client.stats_job(job_id)
     assert (stats["state"], stats["pri"], stats["delay"]) == ("delayed", 7, 100)
     assert stats["releases"] == 1
     assert client.kick(10) == 1  # no buried jobs, so the delayed one is kicked
-    job = client.reserve(timeout=0)
+    job = client.reserve(wait=0)
     client.bury(job, priority=3)
     assert client.stats_job(job)["state"] == "buried"
     assert client.peek_buried() == Job(job_id, b"j")
     with pytest.raises(TimedOut):
-        client.reserve(timeout=0)
+        client.reserve(wait=0)
     client.kick_job(job)
     assert client.stats_job(job)["state"] == "ready"
     assert client.stats_job(job)["kicks"] == 2  # the kick of the delayed job counts too
@@ -156,7 +156,7 @@ def test_release_bury_kick_touch(client: Client) -> None:
 def test_kick_prefers_buried(client: Client) -> None:
     delayed = client.put(b"d", delay=100)
     client.put(b"b")
-    client.bury(client.reserve(timeout=0))
+    client.bury(client.reserve(wait=0))
     assert client.kick(5) == 1
     assert client.stats_job(delayed)["state"] == "delayed"
     assert client.kick(5) == 1
@@ -238,8 +238,8 @@ def test_pause_tube(client: Client, tube: str) -> None:
     client.pause_tube(tube, 1)
     assert client.stats_tube(tube)["pause"] == 1
     with pytest.raises(TimedOut):
-        client.reserve(timeout=0)
-    job = client.reserve(timeout=3)
+        client.reserve(wait=0)
+    job = client.reserve(wait=3)
     client.delete(job)
     with pytest.raises(NotFound):
         client.pause_tube(tube + "-none", 1)
@@ -249,7 +249,7 @@ def test_job_too_big_keeps_connection(server: BeanstalkServer, client: Client) -
     with pytest.raises(JobTooBig):
         client.put(b"x" * (server.max_job_size + 1))
     job_id = client.put(b"y" * server.max_job_size)  # exactly the limit is accepted
-    assert client.reserve(timeout=0) == Job(job_id, b"y" * server.max_job_size)
+    assert client.reserve(wait=0) == Job(job_id, b"y" * server.max_job_size)
 
 
 def test_put_many_10000_pipelined(client: Client, tube: str) -> None:
@@ -257,7 +257,7 @@ def test_put_many_10000_pipelined(client: Client, tube: str) -> None:
     ids = client.put_many(bodies)
     assert len(ids) == 10_000 and ids == sorted(ids)
     assert client.stats_tube(tube)["current-jobs-ready"] == 10_000
-    jobs = [client.reserve(timeout=0) for _ in range(100)]
+    jobs = [client.reserve(wait=0) for _ in range(100)]
     assert [j.body for j in jobs] == bodies[:100]
     client.delete_many(ids)
     assert client.stats_tube(tube)["current-jobs-ready"] == 0
@@ -306,7 +306,7 @@ def test_drain_mode(fresh_server: BeanstalkServer) -> None:
         with pytest.raises(Draining):
             c.put(b"after")
         assert c.stats()["draining"] == "true"
-        assert c.reserve(timeout=0).id == job_id  # draining still serves workers
+        assert c.reserve(wait=0).id == job_id  # draining still serves workers
 
 
 def test_unix_socket(server: BeanstalkServer) -> None:
@@ -314,8 +314,8 @@ def test_unix_socket(server: BeanstalkServer) -> None:
     try:
         with Client.from_url(srv.url) as c:
             job_id = c.put(b"over unix")
-            assert c.reserve(timeout=0) == Job(job_id, b"over unix")
-        with Client(unix_path=srv.unix_path) as c:
+            assert c.reserve(wait=0) == Job(job_id, b"over unix")
+        with Client(srv.unix_path) as c:
             assert c.stats()["current-jobs-reserved"] == 0  # closing released the job
     finally:
         srv.stop()
@@ -326,19 +326,19 @@ def test_closing_releases_reserved_jobs(server: BeanstalkServer, tube: str) -> N
         a.use(tube)
         a.watch(tube)
         job_id = a.put(b"held")
-        a.reserve(timeout=0)
+        a.reserve(wait=0)
     with Client.from_url(server.url) as b:
         b.watch(tube)
         with pytest.raises(NotFound):
             b.release(job_id)  # not b's
-        assert b.reserve(timeout=2).id == job_id
+        assert b.reserve(wait=2).id == job_id
 
 
 def test_delete_of_job_reserved_elsewhere(
     server: BeanstalkServer, client: Client, tube: str
 ) -> None:
     job_id = client.put(b"mine")
-    client.reserve(timeout=0)
+    client.reserve(wait=0)
     with Client.from_url(server.url) as other, pytest.raises(NotFound):
         other.delete(job_id)
     client.delete(job_id)
@@ -386,7 +386,7 @@ def test_reserve_timeout_waits_beyond_client_timeout(client: Client) -> None:
     # The client timeout bounds the server's *extra* delay; a reserve may wait its own time.
     client.timeout = 0.5
     with pytest.raises(TimedOut):
-        client.reserve(timeout=1)
+        client.reserve(wait=1)
 
 
 def test_raw_socket_is_nodelay(client: Client) -> None:

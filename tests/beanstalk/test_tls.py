@@ -64,10 +64,10 @@ def test_put_reserve_delete_over_tls(tls_server: TLSBeanstalk, tube: str) -> Non
         first = client.put(b"hello")
         second = client.put(big)
         ids = client.put_many([b"%d" % i for i in range(300)], window=64)
-        job = client.reserve(timeout=5)
+        job = client.reserve(wait=5)
         assert (job.id, job.body) == (first, b"hello")
         client.delete(job)
-        job = client.reserve(timeout=5)
+        job = client.reserve(wait=5)
         assert (job.id, job.body) == (second, big)
         client.delete(job)
         client.delete_many(ids)
@@ -89,7 +89,7 @@ async def test_async_put_reserve_delete_over_tls(tls_server: TLSBeanstalk, tube:
                 tg.start_soon(put, i)
         bodies = set()
         for _ in ids:
-            job = await client.reserve(timeout=5)
+            job = await client.reserve(wait=5)
             bodies.add(job.body)
             await client.delete(job)
         assert bodies == {b"job %d" % i + b"." * 20_000 for i in range(50)}
@@ -155,8 +155,8 @@ def test_tls_over_a_unix_socket(certs: Certs) -> None:
     server = start_server("bundled", unix=True, args=certs.server_args)
     try:
         with pytest.raises(TLSError, match="server_hostname"):  # no host to check
-            Client(unix_path=server.unix_path, ssl=certs.client_context())
-        with Client(unix_path=server.unix_path, ssl=certs.client_context(),
+            Client(server.unix_path, ssl=certs.client_context())
+        with Client(server.unix_path, ssl=certs.client_context(),
                     server_hostname="localhost") as client:
             assert client.use("over-unix") == "over-unix"
     finally:
