@@ -120,20 +120,67 @@ class WorkerStats:
 class RetryPolicy:
     """What happens to a job whose handler raised.
 
-    The job is released with ``delay(reserves)`` seconds of delay (exponential: 1, 2, 4 ... up
-    to ``max_delay``), or buried once it has been reserved ``bury_after`` times (the count comes
-    from ``stats-job``). ``priority`` None keeps the job's own priority.
+    The job is released with ``delay(reserves)`` seconds of delay (exponential: ``base_delay``,
+    then twice that, and so on, up to ``max_delay``), or buried once it has been reserved
+    ``bury_after`` times (the count comes from ``stats-job``). ``priority`` None keeps the job's
+    own priority.
+
+    Delays are **whole seconds**: beanstalkd's ``release`` takes its delay as a whole number of
+    seconds, so ``base_delay`` and ``max_delay`` must be whole numbers (``2`` or ``2.0``). A
+    fraction such as ``0.1`` is refused rather than rounded: rounding it up would silently wait
+    ten times longer than asked, rounding it down would not wait at all.
+
+    Raises:
+        TypeError: a delay, ``bury_after`` or ``priority`` that is not a number (an int for the
+            last two).
+        ValueError: a delay that is not a whole number of seconds, or outside 0 .. 2**32 - 1;
+            ``bury_after`` below 1; ``priority`` outside 0 .. 2**32 - 1.
     """
 
-    base_delay: float = 1.0
-    max_delay: float = 60.0
+    base_delay: int = 1
+    max_delay: int = 60
     bury_after: int | None = 5
     priority: int | None = None
 
+    def __post_init__(self) -> None:
+        for name in ("base_delay", "max_delay"):
+            object.__setattr__(self, name, _whole_seconds(getattr(self, name), name))
+        if self.bury_after is not None:
+            if isinstance(self.bury_after, bool) or not isinstance(self.bury_after, int):
+                raise TypeError(f"bury_after is an int or None, not {self.bury_after!r}")
+            if self.bury_after < 1:
+                raise ValueError(f"bury_after must be >= 1 (or None: never bury), not "
+                                 f"{self.bury_after}")
+        if self.priority is not None:
+            if isinstance(self.priority, bool) or not isinstance(self.priority, int):
+                raise TypeError(f"priority is an int or None, not {self.priority!r}")
+            if not 0 <= self.priority <= _U32:
+                raise ValueError(f"priority must be in 0 .. {_U32}, not {self.priority}")
+
     def delay(self, reserves: int) -> int:
         """Seconds to delay the release after the ``reserves``-th reserve failed."""
-        seconds: float = min(self.max_delay, self.base_delay * 2.0 ** max(reserves - 1, 0))
-        return math.ceil(seconds)
+        # 2**32 already takes any base_delay >= 1 past every max_delay the wire allows.
+        exponent: int = min(max(reserves - 1, 0), 32)
+        return min(self.max_delay, self.base_delay * (1 << exponent))
+
+
+_U32 = 2**32 - 1
+
+
+def _whole_seconds(value: object, name: str) -> int:
+    """``value`` as a whole number of seconds for the wire.
+
+    Raises:
+        TypeError: not a number. ValueError: a fraction, not finite, or outside 0 .. 2**32 - 1.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} is a whole number of seconds, not {value!r}")
+    if not math.isfinite(value) or value != int(value):
+        raise ValueError(f"{name} must be a whole number of seconds (beanstalkd's delays are "
+                         f"whole seconds), not {value!r}")
+    if not 0 <= value <= _U32:
+        raise ValueError(f"{name} must be in 0 .. {_U32} seconds, not {value!r}")
+    return int(value)
 
 
 ClientTarget = AsyncClient | Client | AddressLike
@@ -820,16 +867,46 @@ class Worker:
     ``handler_timeout`` cannot stop a Python thread: over it, the job is released and the
     thread's eventual result is ignored. Such a thread still fills its slot until it returns:
     the worker never runs more than ``concurrency`` handler threads.
+
+    The constructor raises what :class:`AsyncWorker`'s raises (not :meth:`run`), and:
+
+    Raises:
+        TypeError: an ``AsyncClient`` target, or a keyword it does not take (``concurency=8``).
     """
 
-    def __init__(self, target: ClientTarget, port: int | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        target: Client | AddressLike,
+        port: int | None = None,
+        *,
+        tubes: Sequence[str] = ("default",),
+        concurrency: int = 1,
+        max_ack_delay: float = 1.0,
+        idle_wait: float = 5.0,
+        retry: RetryPolicy | None = None,
+        auto_touch: bool = True,
+        touch_after: float = 0.5,
+        handler_timeout: float | None = None,
+        shutdown_timeout: float = 30.0,
+        backoff: Backoff | None = None,
+        timeout: float | None = 10.0,
+        events: EventSink | None = None,
+        ssl: SSLOption = None,
+        server_hostname: str | None = None,
+    ) -> None:
         if isinstance(target, AsyncClient):
             raise TypeError("Worker takes a Client, URL or address; AsyncWorker an AsyncClient")
-        # A bad address or ssl= raises here, not in run().
-        _client_factory(target, port, None, options.get("ssl"), options.get("server_hostname"))
         self._target = target
-        options["port"] = port
-        self._options = options
+        self._options: dict[str, Any] = {
+            "port": port, "tubes": tubes, "concurrency": concurrency,
+            "max_ack_delay": max_ack_delay, "idle_wait": idle_wait, "retry": retry,
+            "auto_touch": auto_touch, "touch_after": touch_after,
+            "handler_timeout": handler_timeout, "shutdown_timeout": shutdown_timeout,
+            "backoff": backoff, "timeout": timeout, "events": events, "ssl": ssl,
+            "server_hostname": server_hostname,
+        }
+        # Bad arguments (an address, ssl=, a count, a tube name) raise here, not in run().
+        AsyncWorker(target, **self._options)
         self._async: AsyncWorker | None = None
         self._token: anyio.lowlevel.EventLoopToken | None = None
         self._stop_requested = False

@@ -222,7 +222,8 @@ async def run_gearman(system: System, args: argparse.Namespace, stop: anyio.Even
 
     worker = gearman_client.AsyncWorker(system.url, concurrency=args.concurrency)
     worker.register(function, handle)
-    await _run(system, args, stop, open_put, worker.work, worker.stop)
+    await _run(system, args, stop, open_put, lambda: worker.run(handle_signals=False),
+               worker.stop)
 
 
 async def run_workq(system: System, args: argparse.Namespace, stop: anyio.Event) -> None:
@@ -236,9 +237,10 @@ async def run_workq(system: System, args: argparse.Namespace, stop: anyio.Event)
         _handled(system, job.payload)
         return b"ok"
 
-    worker = workq_client.AsyncWorker(system.url, name, handle, concurrency=args.concurrency,
+    worker = workq_client.AsyncWorker(system.url, name, concurrency=args.concurrency,
                                       wait=1)
-    await _run(system, args, stop, open_put, worker.run, worker.stop)
+    await _run(system, args, stop, open_put, lambda: worker.run(handle, handle_signals=False),
+               worker.stop)
 
 
 async def run_qless(system: System, args: argparse.Namespace, stop: anyio.Event) -> None:

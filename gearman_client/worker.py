@@ -1,6 +1,10 @@
 """Gearman workers: :class:`AsyncWorker` (anyio) and :class:`Worker` (blocking, handlers in
 threads). They only move bytes through jobwire's shared transport and the Sans-IO core.
 
+    worker = Worker("gearman://127.0.0.1:4730", concurrency=8)
+    worker.register("resize", resize)      # a handler per function: the protocol's own idea
+    worker.run()                           # until worker.stop(), SIGTERM or SIGINT
+
 How a worker runs, per server:
 
 1. connect; send RESET_ABILITIES, SET_CLIENT_ID (if given) and CAN_DO / CAN_DO_TIMEOUT for every
@@ -10,29 +14,36 @@ How a worker runs, per server:
 3. GRAB_JOB_UNIQ (GRAB_JOB_ALL with ``grab_all=True``): a job runs in its own task; NO_JOB gives
    the slot back and sends PRE_SLEEP, then waits for NOOP, or at most ``regrab_interval``
    seconds (gearmand 1.1.x never wakes a worker for an epoch job that comes due);
-4. a handler's return value is sent as WORK_COMPLETE. An exception is sent as WORK_WARNING
-   (``"ValueError: text"``) followed by WORK_FAIL, as libgearman's own workers end a failed job
-   with WORK_FAIL: that is the one ending every client finishes on. WORK_EXCEPTION is sent only
-   for functions registered with ``exceptions=True``, because gearmand 1.1.20 hands it to the
-   clients that did not ask for the ``exceptions`` option as a WORK_FAIL with a NUL after the
-   handle, on which the ``gearman`` tool waits forever and pygearman fails (docs/gearman.md).
+4. a handler's return value is sent as WORK_COMPLETE. An exception is logged (with its
+   traceback, at ERROR) and sent as WORK_WARNING (``"ValueError: text"``) followed by WORK_FAIL,
+   as libgearman's own workers end a failed job with WORK_FAIL: that is the one ending every
+   client finishes on. WORK_EXCEPTION is sent only for functions registered with
+   ``exceptions=True``, because gearmand 1.1.20 hands it to the clients that did not ask for the
+   ``exceptions`` option as a WORK_FAIL with a NUL after the handle, on which the ``gearman``
+   tool waits forever and pygearman fails (docs/gearman.md).
 
-:meth:`AsyncWorker.stop` is graceful: no more grabs, in-flight jobs finish and report, then
-:meth:`AsyncWorker.work` returns.
+Stopping (:meth:`AsyncWorker.stop`, or SIGTERM/SIGINT while ``run`` handles signals) is
+graceful: no more grabs; the running jobs get ``shutdown_timeout`` seconds to finish and report;
+then :meth:`AsyncWorker.run` returns. A job still running at that deadline cannot be handed back:
+Gearman has no command for it. Its handler is cancelled (a thread is given up: Python cannot stop
+it, and its result is dropped) and its connection closed, on which the server requeues the job
+for another worker; it is counted in ``stats.abandoned``.
 
 With ``events=`` (a :class:`jobwire.events.EventSink`) a worker records, per job: ``reserved``
 when a JOB_ASSIGN arrives, then ``completed`` once WORK_COMPLETE is sent, ``failed`` once
-WORK_FAIL or WORK_EXCEPTION is sent (group = the exception type), or ``lost`` when the report
-could not be sent (the server requeues the job). Times are ``time.time()`` of the assignment
-and of the handler's end; queue = the function, job = the handle, worker = the client id, else
-``<hostname>-<pid>``.
+WORK_FAIL or WORK_EXCEPTION is sent (group = the exception type), ``lost`` when the report
+could not be sent (the server requeues the job), or ``released`` when it was abandoned at the
+shutdown deadline (the server requeues it when the connection closes). Times are
+``time.time()`` of the assignment and of the handler's end; queue = the function, job = the
+handle, worker = the client id, else ``<hostname>-<pid>``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
+import signal
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -40,12 +51,14 @@ from functools import partial
 from typing import Any
 
 import anyio
+import anyio.abc
 import anyio.from_thread
-import anyio.to_thread
+import anyio.lowlevel
 
 from jobwire._backoff import Backoff
 from jobwire._pending import Pending
 from jobwire._streams import SSLOption, tls_context
+from jobwire._threads import run_in_thread
 from jobwire._transport import AsyncTransport
 from jobwire._url import Address
 from jobwire.errors import JobwireError, LocalProtocolError, OperationTimeout, TLSError
@@ -55,7 +68,7 @@ from . import _packets as pk
 from ._api_async import ServersLike, _addresses, as_bytes
 from ._session import GearmanSession
 
-__all__ = ["AsyncJob", "AsyncWorker", "Job", "Worker"]
+__all__ = ["AsyncJob", "AsyncWorker", "Job", "Worker", "WorkerStats"]
 
 logger = logging.getLogger("gearman_client.worker")
 
@@ -99,8 +112,39 @@ class _Ability:
     exceptions: bool = False  # a raising handler sends WORK_EXCEPTION
 
 
+@dataclass
+class WorkerStats:
+    """Counters a worker keeps (read them any time; they only grow, but ``in_flight``)."""
+
+    grabbed: int = 0  #: jobs assigned (JOB_ASSIGN, JOB_ASSIGN_UNIQ, JOB_ASSIGN_ALL)
+    completed: int = 0  #: WORK_COMPLETE sent
+    failed: int = 0  #: handlers that raised: WORK_FAIL or WORK_EXCEPTION sent
+    lost: int = 0  #: reports that could not be sent (the server requeues the job)
+    abandoned: int = 0  #: still running at the shutdown deadline: requeued by the server
+    reconnects: int = 0  #: connections lost or refused, each followed by a back-off
+    in_flight: int = 0  #: jobs whose handler runs right now
+
+
+class _Connection:
+    """One open connection to a server and the jobs running on it."""
+
+    __slots__ = ("changed", "running", "session", "transport")
+
+    def __init__(self, session: GearmanSession, transport: AsyncTransport) -> None:
+        self.session = session
+        self.transport = transport
+        #: Jobs whose handlers run (or wait to start) on this connection.
+        self.running = 0
+        #: Set when a job ends, or on stop(): wakes the shutdown wait.
+        self.changed = anyio.Event()
+
+
 class AsyncWorker:
     """A worker for one or several servers.
+
+        worker = AsyncWorker("gearman://127.0.0.1:4730", concurrency=64)
+        worker.register("resize", handler)
+        await worker.run()                  # until worker.stop(), SIGTERM or SIGINT
 
     Args:
         servers: one server or several, in any form :class:`~gearman_client.Client` takes
@@ -112,6 +156,9 @@ class AsyncWorker:
             (``None``: only on NOOP); needed for epoch jobs on gearmand 1.1.x.
         grab_all: GRAB_JOB_ALL, so reduce jobs arrive with their reducer.
         timeout: seconds an answer (to a grab) may take before the connection is dropped.
+        connect_timeout: seconds a connection may take to open.
+        shutdown_timeout: on stop, how long running jobs may finish before they are abandoned
+            (their handlers cancelled, their connections closed: the server requeues them).
         events: where to record job lifecycle events (off by default; see the module
             docstring).
         ssl: TLS to every server: ``True`` (the default context: certificate and host name
@@ -122,8 +169,9 @@ class AsyncWorker:
             server's host).
 
     Raises:
-        LocalProtocolError: a bad concurrency or client id. TypeError, InvalidAddress: a bad
-            server address, or ``ssl`` is not a bool or an ``ssl.SSLContext`` (TypeError).
+        LocalProtocolError: a bad concurrency or client id. ValueError: a negative
+            ``shutdown_timeout``. TypeError, InvalidAddress: a bad server address, or ``ssl``
+            is not a bool or an ``ssl.SSLContext`` (TypeError); an unknown keyword.
     """
 
     def __init__(
@@ -131,11 +179,13 @@ class AsyncWorker:
         client_id: str | bytes | None = None, concurrency: int = 1,
         regrab_interval: float | None = None, grab_all: bool = False,
         timeout: float | None = 30.0, connect_timeout: float | None = 10.0,
-        events: EventSink | None = None,
+        shutdown_timeout: float = 30.0, events: EventSink | None = None,
         ssl: SSLOption = None, server_hostname: str | None = None,
     ) -> None:
         if concurrency < 1:
             raise LocalProtocolError("concurrency must be >= 1")
+        if not shutdown_timeout >= 0:
+            raise ValueError(f"shutdown_timeout must be >= 0, got {shutdown_timeout!r}")
         self._addresses: list[Address] = _addresses(servers, port)
         #: The TLS context of ``ssl=`` (``None``: plain TCP), and the name asked for.
         self.ssl_context = tls_context(ssl)
@@ -148,12 +198,14 @@ class AsyncWorker:
         self.grab_all = grab_all
         self.timeout = timeout
         self.connect_timeout = connect_timeout
+        self.shutdown_timeout = shutdown_timeout
         self.events = events
+        self.stats = WorkerStats()
         #: The ``worker`` of its events: the client id, else ``<hostname>-<pid>``.
         self.worker_id = (default_worker_id() if self.client_id is None
                           else self.client_id.decode("utf-8", "replace"))
         self._abilities: dict[bytes, _Ability] = {}
-        self._live: list[tuple[GearmanSession, AsyncTransport]] = []
+        self._live: list[_Connection] = []
         self._stopping = False
         self._sleeps: set[anyio.CancelScope] = set()  # every wait stop() interrupts
         self._noop_waits: set[anyio.CancelScope] = set()  # waits for NOOP only
@@ -188,16 +240,16 @@ class AsyncWorker:
         packet: pk.Packet = pk.CanDo(name) if millis is None else pk.CanDoTimeout(name, millis)
         packet.validate()
         self._abilities[name] = _Ability(handler, millis, exceptions)
-        for session, _ in self._live:
-            session.request(packet)
+        for conn in self._live:
+            conn.session.request(packet)
         self._wake_sleepers()
 
     def unregister(self, function: str | bytes) -> None:
         """Stop taking jobs of ``function`` (CANT_DO on every open connection)."""
         name = as_bytes(function, "function")
         self._abilities.pop(name, None)
-        for session, _ in self._live:
-            session.request(pk.CantDo(name))
+        for conn in self._live:
+            conn.session.request(pk.CantDo(name))
         self._wake_sleepers()
 
     def _wake_sleepers(self) -> None:
@@ -207,27 +259,46 @@ class AsyncWorker:
             scope.cancel()
 
     def stop(self) -> None:
-        """Stop grabbing; :meth:`work` returns once the running jobs have reported."""
+        """Stop grabbing; :meth:`run` returns once the running jobs have reported, or once
+        ``shutdown_timeout`` has passed (the jobs still running are then abandoned to the
+        server, which requeues them). Safe to call from a handler, another task, or a signal
+        handler in the event loop's thread; before :meth:`run`, it makes the next run return
+        at once."""
         self._stopping = True
         for scope in list(self._sleeps):
             scope.cancel()
+        for conn in self._live:
+            conn.changed.set()
 
-    async def work(self) -> None:
-        """Serve every server until :meth:`stop` (a stop() that came first makes it return at
-        once). Connection failures are retried with back-off; the worker can work again after.
+    async def run(self, *, handle_signals: bool | None = None) -> None:
+        """Serve every server until :meth:`stop`, or SIGTERM/SIGINT when ``handle_signals``
+        (by default only in the main thread). Connection failures are retried with back-off;
+        the worker can run again after.
 
         Raises:
             LocalProtocolError: nothing is registered.
         """
         if not self._abilities:
-            raise LocalProtocolError("register at least one function before work()")
+            raise LocalProtocolError("register at least one function before run()")
+        if handle_signals is None:
+            handle_signals = threading.current_thread() is threading.main_thread()
         self._limiter = anyio.CapacityLimiter(self.concurrency)
         try:
-            async with anyio.create_task_group() as tg:
-                for address in self._addresses:
-                    tg.start_soon(self._serve_server, address)
+            async with anyio.create_task_group() as outer:
+                if handle_signals:
+                    outer.start_soon(self._watch_signals)
+                async with anyio.create_task_group() as servers:
+                    for address in self._addresses:
+                        servers.start_soon(self._serve_server, address)
+                outer.cancel_scope.cancel()
         finally:
             self._stopping = False
+
+    async def _watch_signals(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                logger.info("signal %s: stopping after the running jobs", signum)
+                self.stop()
 
     async def _serve_server(self, address: Address) -> None:
         backoff = Backoff(base=0.05, cap=5.0)
@@ -251,15 +322,17 @@ class AsyncWorker:
                                     else pk.CanDoTimeout(name, ability.timeout))
                 await transport.flush()
                 backoff.reset()
-                self._live.append((session, transport))
+                conn = _Connection(session, transport)
+                self._live.append(conn)
                 try:
                     async with anyio.create_task_group() as jobs:
                         try:
-                            await self._grab_loop(session, transport, jobs)
+                            await self._grab_loop(conn, jobs)
                         except JobwireError as exc:  # running jobs still finish (and fail to
                             logger.info("worker connection to %s: %s", address, exc)  # report)
+                        await self._wait_jobs(conn, jobs)
                 finally:
-                    self._live.remove((session, transport))
+                    self._live.remove(conn)
             except TLSError as exc:  # a setup problem, not a passing outage: say it louder
                 logger.warning("worker connection to %s: %s", address, exc)
             except JobwireError as exc:
@@ -268,6 +341,7 @@ class AsyncWorker:
                 with anyio.CancelScope(shield=True):
                     await transport.aclose()
             if not self._stopping:
+                self.stats.reconnects += 1
                 delay = backoff.next_delay()
                 with anyio.CancelScope() as scope:
                     self._sleeps.add(scope)
@@ -276,15 +350,24 @@ class AsyncWorker:
                     finally:
                         self._sleeps.discard(scope)
 
-    async def _grab_loop(
-        self, session: GearmanSession, transport: AsyncTransport, jobs: anyio.abc.TaskGroup
-    ) -> None:
+    async def _grab_loop(self, conn: _Connection, jobs: anyio.abc.TaskGroup) -> None:
         limiter = self._limiter
         assert limiter is not None
+        session, transport = conn.session, conn.transport
         grab = pk.GrabJobAll() if self.grab_all else pk.GrabJobUniq()
         while not self._stopping:
             token = object()
-            await limiter.acquire_on_behalf_of(token)
+            acquired = False
+            with anyio.CancelScope() as scope:  # stop() interrupts the wait for a free slot
+                self._sleeps.add(scope)
+                try:
+                    if not self._stopping:
+                        await limiter.acquire_on_behalf_of(token)
+                        acquired = True
+                finally:
+                    self._sleeps.discard(scope)
+            if not acquired:
+                return
             try:
                 if self._stopping:
                     limiter.release_on_behalf_of(token)
@@ -299,7 +382,33 @@ class AsyncWorker:
                 limiter.release_on_behalf_of(token)
                 await self._sleep(session, transport)
                 continue
-            jobs.start_soon(self._run, session, transport, reply, token, time.time())
+            self.stats.grabbed += 1
+            self.stats.in_flight += 1
+            conn.running += 1
+            jobs.start_soon(self._run, conn, reply, token, time.time())
+
+    async def _wait_jobs(self, conn: _Connection, jobs: anyio.abc.TaskGroup) -> None:
+        """Wait for the jobs still running on ``conn``: for as long as they take, or, once the
+        worker is stopping, up to ``shutdown_timeout``; then cancel what is left (closing the
+        connection next makes the server requeue those jobs)."""
+        deadline: float | None = None
+        while conn.running:
+            if self._stopping and deadline is None:
+                deadline = anyio.current_time() + self.shutdown_timeout
+                logger.info("stopping: waiting up to %.1f s for %d job(s)",
+                            self.shutdown_timeout, conn.running)
+            changed = conn.changed = anyio.Event()
+            if deadline is None:
+                await changed.wait()
+                continue
+            with anyio.move_on_after(deadline - anyio.current_time()):
+                await changed.wait()
+            if conn.running and anyio.current_time() >= deadline:
+                logger.warning("stopping: %d job(s) still running after %.1f s; abandoning "
+                               "them (the server requeues them when the connection closes)",
+                               conn.running, self.shutdown_timeout)
+                jobs.cancel_scope.cancel()
+                return
 
     async def _sleep(self, session: GearmanSession, transport: AsyncTransport) -> None:
         woken: Pending[None] = Pending("NOOP")
@@ -321,11 +430,10 @@ class AsyncWorker:
                 self._noop_waits.discard(scope)
                 session.on_noop = None
 
-    async def _run(
-        self, session: GearmanSession, transport: AsyncTransport, reply: pk.Packet, token: object,
-        assigned_at: float,
-    ) -> None:
+    async def _run(self, conn: _Connection, reply: pk.Packet, token: object,
+                   assigned_at: float) -> None:
         assert self._limiter is not None
+        session, transport = conn.session, conn.transport
         try:
             if isinstance(reply, pk.JobAssignAll):
                 job = AsyncJob(reply.handle, reply.function, reply.unique, reply.data,
@@ -350,8 +458,20 @@ class AsyncWorker:
                 packet: pk.Packet = pk.WorkComplete(
                     job.handle, b"" if result is None else as_bytes(result, "result")
                 )
+            except anyio.get_cancelled_exc_class():
+                # The shutdown deadline: nothing can hand the job back but the connection's
+                # close, which follows; the server requeues it then.
+                self.stats.abandoned += 1
+                logger.warning("job %s (%s): handler still running at the shutdown deadline; "
+                               "abandoned to the server", _text(job.handle),
+                               _text(job.function))
+                if events is not None:
+                    events.emit("released", time.time(), "gearman", _text(job.function),
+                                _text(job.handle), self.worker_id)
+                raise
             except Exception as exc:  # the job failed, not the worker
-                logger.debug("job %r raised %r", job.handle, exc)
+                logger.error("job %s (%s): handler failed", _text(job.handle),
+                             _text(job.function), exc_info=exc)
                 group = failure_group(exc)
                 text = f"{type(exc).__name__}: {exc}".encode(errors="replace")
                 if ability is not None and ability.exceptions:
@@ -362,18 +482,26 @@ class AsyncWorker:
             ended_at = time.time()
             try:
                 session.request(packet)
-                await transport.flush()
+                await transport.flush()  # sends in a shielded scope: a deadline cannot cut it
             except JobwireError as exc:  # the server requeues the job
-                logger.info("could not report job %r: %s", job.handle, exc)
+                logger.warning("could not report job %s: %s", _text(job.handle), exc)
                 outcome = "lost"
+                self.stats.lost += 1
             else:
                 outcome = "completed" if group is None else "failed"
+                if group is None:
+                    self.stats.completed += 1
+                else:
+                    self.stats.failed += 1
             if events is not None:
                 events.emit(outcome, ended_at, "gearman", _text(job.function),
                             _text(job.handle), self.worker_id,
                             group=group if outcome == "failed" else None)
         finally:
             self._limiter.release_on_behalf_of(token)
+            self.stats.in_flight -= 1
+            conn.running -= 1
+            conn.changed.set()
 
 
 def _text(name: bytes) -> str:
@@ -383,7 +511,8 @@ def _text(name: bytes) -> str:
 
 @dataclass(eq=False)
 class Job:
-    """A job given to a sync handler (runs in a worker thread)."""
+    """A job given to a sync handler (runs in a worker thread). Its calls run on the worker's
+    event loop, on the job's connection."""
 
     handle: bytes
     function: bytes
@@ -391,70 +520,119 @@ class Job:
     data: bytes
     reducer: bytes | None
     _job: AsyncJob = field(repr=False)
-    _portal: anyio.from_thread.BlockingPortal = field(repr=False)
+    _token: anyio.lowlevel.EventLoopToken = field(repr=False)
 
     def send_data(self, data: str | bytes) -> None:
         """WORK_DATA."""
-        self._portal.call(self._job.send_data, data)
+        anyio.from_thread.run(self._job.send_data, data, token=self._token)
 
     def send_warning(self, data: str | bytes) -> None:
         """WORK_WARNING."""
-        self._portal.call(self._job.send_warning, data)
+        anyio.from_thread.run(self._job.send_warning, data, token=self._token)
 
     def send_status(self, numerator: int, denominator: int) -> None:
         """WORK_STATUS."""
-        self._portal.call(self._job.send_status, numerator, denominator)
+        anyio.from_thread.run(self._job.send_status, numerator, denominator,
+                              token=self._token)
 
 
 class Worker:
-    """The blocking worker: same arguments as :class:`AsyncWorker`; handlers are plain
-    functions run in threads (up to ``concurrency`` at once). :meth:`work` blocks until
-    :meth:`stop` (callable from any thread, e.g. a handler or a signal handler's thread)."""
+    """The blocking worker: handlers are plain functions run in threads (up to
+    ``concurrency`` at once); the connections live on an event loop that :meth:`run` runs in
+    the calling thread. Same arguments, stop and signals as :class:`AsyncWorker`.
 
-    def __init__(self, servers: ServersLike = "127.0.0.1:4730", port: int | None = None,
-                 **kwargs: Any) -> None:
-        self._async = AsyncWorker(servers, port, **kwargs)
-        self._portal: anyio.from_thread.BlockingPortal | None = None
+        worker = Worker("gearman://127.0.0.1:4730", concurrency=8)
+        worker.register("resize", resize)
+        worker.run()            # until worker.stop() (any thread), SIGTERM or SIGINT
+
+    A thread cannot be cancelled: one still running at the shutdown deadline is given up (its
+    result is dropped; the server requeues its job when the connection closes) and runs on
+    until it returns.
+
+    Raises:
+        The same as :class:`AsyncWorker`, at construction (a misspelt keyword is a TypeError).
+    """
+
+    def __init__(
+        self, servers: ServersLike = "127.0.0.1:4730", port: int | None = None, *,
+        client_id: str | bytes | None = None, concurrency: int = 1,
+        regrab_interval: float | None = None, grab_all: bool = False,
+        timeout: float | None = 30.0, connect_timeout: float | None = 10.0,
+        shutdown_timeout: float = 30.0, events: EventSink | None = None,
+        ssl: SSLOption = None, server_hostname: str | None = None,
+    ) -> None:
+        self._async = AsyncWorker(
+            servers, port, client_id=client_id, concurrency=concurrency,
+            regrab_interval=regrab_interval, grab_all=grab_all, timeout=timeout,
+            connect_timeout=connect_timeout, shutdown_timeout=shutdown_timeout, events=events,
+            ssl=ssl, server_hostname=server_hostname,
+        )
+        self._token: anyio.lowlevel.EventLoopToken | None = None
+        self._limiter: anyio.CapacityLimiter | None = None
+
+    @property
+    def stats(self) -> WorkerStats:
+        """The worker's counters."""
+        return self._async.stats
 
     def register(self, function: str | bytes, handler: Callable[[Job], Any], *,
                  timeout: float | None = None, exceptions: bool = False) -> None:
         """Run ``handler(job)`` (in a thread) for jobs of ``function``; ``timeout`` and
-        ``exceptions`` as for :meth:`AsyncWorker.register`."""
+        ``exceptions`` as for :meth:`AsyncWorker.register`. Callable while running, from any
+        thread.
 
-        async def run(job: AsyncJob) -> Any:
-            portal = self._portal
-            assert portal is not None
+        Raises:
+            LocalProtocolError: an invalid function name or timeout.
+        """
+
+        async def in_thread(job: AsyncJob) -> Any:
+            token, limiter = self._token, self._limiter
+            assert token is not None and limiter is not None
             sync_job = Job(job.handle, job.function, job.unique, job.data, job.reducer, job,
-                           portal)
-            return await anyio.to_thread.run_sync(handler, sync_job, abandon_on_cancel=False)
+                           token)
+            # At the shutdown deadline the thread is given up and runs on (nothing can stop
+            # it); the run is over by then, so its slot no longer matters.
+            return await run_in_thread(handler, sync_job, limiter=limiter,
+                                       given_up=lambda threads: None)
 
-        if self._portal is not None:  # working: change it from the event loop's own thread
-            self._portal.call(partial(self._async.register, function, run, timeout=timeout,
-                                      exceptions=exceptions))
-        else:
-            self._async.register(function, run, timeout=timeout, exceptions=exceptions)
+        self._call(partial(self._async.register, function, in_thread, timeout=timeout,
+                           exceptions=exceptions))
 
     def unregister(self, function: str | bytes) -> None:
-        """Stop taking jobs of ``function``."""
-        if self._portal is not None:
-            self._portal.call(self._async.unregister, function)
-        else:
-            self._async.unregister(function)
+        """Stop taking jobs of ``function`` (from any thread)."""
+        self._call(partial(self._async.unregister, function))
 
-    def work(self) -> None:
-        """Serve until :meth:`stop`."""
-        with anyio.from_thread.start_blocking_portal() as portal:
-            self._portal = portal
-            try:
-                portal.call(self._async.work)
-            finally:
-                self._portal = None
+    def _call(self, func: Callable[[], None]) -> None:
+        """``func()`` in the event loop's thread while running, else here."""
+        token = self._token
+        if token is None:
+            func()
+            return
+        try:
+            anyio.from_thread.run_sync(func, token=token)
+        except RuntimeError:  # called from the event loop's thread itself, or it just ended
+            func()
+
+    def run(self, *, handle_signals: bool | None = None) -> None:
+        """Serve until :meth:`stop` (from any thread), or SIGTERM/SIGINT when
+        ``handle_signals`` (by default when called in the main thread); then return
+        normally.
+
+        Raises:
+            LocalProtocolError: nothing is registered.
+        """
+        anyio.run(self._main, handle_signals)
+
+    async def _main(self, handle_signals: bool | None) -> None:
+        self._limiter = anyio.CapacityLimiter(self._async.concurrency)
+        self._token = anyio.lowlevel.current_token()
+        try:
+            await self._async.run(handle_signals=handle_signals)
+        finally:
+            self._token = None
 
     def stop(self) -> None:
-        """Graceful stop: no more grabs; running jobs finish; :meth:`work` returns."""
-        portal = self._portal
-        if portal is None:
-            self._async.stop()  # not working yet: the next work() returns at once
-        else:
-            with contextlib.suppress(RuntimeError):  # the portal is already closing
-                portal.call(self._async.stop)
+        """Graceful stop (from any thread, a handler's included): no more grabs; running jobs
+        finish within ``shutdown_timeout``; :meth:`run` returns. Before :meth:`run`, it makes
+        the next run return at once."""
+        self._call(self._async.stop)

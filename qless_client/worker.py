@@ -89,14 +89,16 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypedDict, TypeVar
 
 import anyio
 import anyio.abc
 import anyio.from_thread
 import anyio.lowlevel
+from typing_extensions import Unpack
 
 from jobwire._backoff import Backoff
+from jobwire._streams import SSLOption
 from jobwire._threads import run_in_thread
 from jobwire._url import AddressLike
 from jobwire.errors import BulkError, ConnectFailed, JobwireError, LocalProtocolError
@@ -106,6 +108,7 @@ from . import _scripts as sc
 from ._client_async import AsyncClient, AsyncJob, _encode, _name, _seconds
 from ._client_sync import Client, Job
 from ._popguard import AsyncPopGuard, give_back
+from ._resp import Push
 from .errors import JobNotFound, LostLock, RedisError, ScriptError, WrongQueue
 
 __all__ = ["AsyncWorker", "Next", "RetryPolicy", "Worker", "WorkerStats"]
@@ -120,6 +123,26 @@ Mode = Literal["ordered", "round-robin"]
 _NOT_OURS = (LostLock, JobNotFound, WrongQueue)
 #: Longest wait for a hand-back (``retry``) when handlers are cancelled.
 GIVE_BACK_TIMEOUT = 10.0
+
+
+class RedisOptions(TypedDict, total=False):
+    """The connection's keyword arguments a worker passes on (see :class:`AsyncRedis`), typed so
+    that a misspelt one is refused by mypy as well as at construction."""
+
+    db: int | None
+    username: str | None
+    password: str | None
+    protocol: int
+    client_name: str | None
+    timeout: float | None
+    connect_timeout: float | None
+    max_bulk: int
+    max_line: int
+    max_depth: int
+    max_array: int
+    on_push: Callable[[Push], None] | None
+    ssl: SSLOption
+    server_hostname: str | None
 
 
 @dataclass
@@ -146,6 +169,14 @@ class RetryPolicy:
     retry uses one of the job's retries (``put(..., retries=...)``, 5 by default); once none
     are left the script fails the job (group ``failed-retries-<queue>``). Any other exception
     fails the job.
+
+    Delays may be fractions of a second and are sent as given (``base_delay=0.1`` waits 0.1 s):
+    the script schedules the job at ``now + delay`` on its clock, in seconds with a fraction,
+    so nothing is rounded (unlike beanstalk, whose delays are whole seconds).
+
+    Raises:
+        TypeError: ``retry_on`` is not a tuple of exception types, or a delay is not a number.
+        LocalProtocolError: a delay that is negative or not finite.
     """
 
     retry_on: tuple[type[BaseException], ...] = ()
@@ -280,7 +311,7 @@ class AsyncWorker:
         backoff: Backoff | None = None,
         worker_name: str | None = None,
         events: EventSink | None = None,
-        **redis_options: Any,
+        **redis_options: Unpack[RedisOptions],
     ) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int):
             raise TypeError(f"concurrency is an int, not {type(concurrency).__name__}")
@@ -312,7 +343,7 @@ class AsyncWorker:
             # Built now so that a bad address raises here; opened (and closed) by run().
             self._given = None
             self._address: tuple[Any, ...] = (target, port)
-            self._options = {"worker_name": worker_name, **redis_options}
+            self._options: dict[str, Any] = {"worker_name": worker_name, **redis_options}
             self.worker_name = AsyncClient(target, port, **self._options).worker_name
         #: Makes the job object handlers get (the sync Worker makes thread-side ``Job``s).
         self._make_job: Callable[[AsyncClient, sc.JobData], AsyncJob | Job] = AsyncJob
@@ -1020,17 +1051,42 @@ class Worker:
     back. A thread that runs on (abandoned, or on a lost job) still fills its slot until it
     returns: the worker never runs more than ``concurrency`` handler threads, nor pops more
     jobs than it has slots free.
+
+    The constructor raises what :class:`AsyncWorker`'s raises (not :meth:`run`), and:
+
+    Raises:
+        TypeError: a client as ``target``, or a keyword it does not take (``concurency=8``).
     """
 
-    def __init__(self, target: AddressLike = "127.0.0.1", port: int | None = None,
-                 **options: Any) -> None:
+    def __init__(
+        self,
+        target: AddressLike = "127.0.0.1",
+        port: int | None = None,
+        *,
+        queues: Sequence[str],
+        mode: Mode = "ordered",
+        concurrency: int = 1,
+        idle_wait: float = 1.0,
+        retry: RetryPolicy | None = None,
+        handler_timeout: float | None = None,
+        shutdown_timeout: float = 30.0,
+        backoff: Backoff | None = None,
+        worker_name: str | None = None,
+        events: EventSink | None = None,
+        **redis_options: Unpack[RedisOptions],
+    ) -> None:
         if isinstance(target, (AsyncClient, Client)):
             raise TypeError("Worker takes an address (its connection lives on its own event "
                             "loop); AsyncWorker takes an AsyncClient")
-        AsyncWorker(target, port, **options)  # bad arguments raise here, not in run()
         self._target = target
         self._port = port
-        self._options = options
+        self._options: dict[str, Any] = {
+            "queues": queues, "mode": mode, "concurrency": concurrency, "idle_wait": idle_wait,
+            "retry": retry, "handler_timeout": handler_timeout,
+            "shutdown_timeout": shutdown_timeout, "backoff": backoff,
+            "worker_name": worker_name, "events": events, **redis_options,
+        }
+        AsyncWorker(target, port, **self._options)  # bad arguments raise here, not in run()
         self._async: AsyncWorker | None = None
         self._token: anyio.lowlevel.EventLoopToken | None = None
         self._stop_requested = False

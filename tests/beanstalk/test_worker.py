@@ -386,6 +386,26 @@ async def test_a_job_reserved_again_while_its_first_handler_runs(
         ("completed", str(job_id))]
 
 
+def test_retry_delays_are_whole_seconds_and_a_fraction_is_refused() -> None:
+    """beanstalkd's release delay is whole seconds: 0.1 would have been sent as 1 (ten times
+    what was asked); it is refused when the policy is made, as is anything the wire cannot
+    carry."""
+    for bad in ({"base_delay": 0.1}, {"max_delay": 1.5}, {"base_delay": float("inf")}):
+        with pytest.raises(ValueError, match="whole number of seconds"):
+            RetryPolicy(**bad)  # type: ignore[arg-type]
+    for bad in ({"base_delay": -1}, {"max_delay": 2**32}, {"bury_after": 0},
+                {"priority": 2**32}):
+        with pytest.raises(ValueError):
+            RetryPolicy(**bad)  # type: ignore[arg-type]
+    for bad in ({"base_delay": "1"}, {"base_delay": True}, {"bury_after": 2.0}):
+        with pytest.raises(TypeError):
+            RetryPolicy(**bad)  # type: ignore[arg-type]
+    policy = RetryPolicy(base_delay=2.0, max_delay=10)  # type: ignore[arg-type]
+    assert (policy.base_delay, type(policy.base_delay)) == (2, int)
+    assert [policy.delay(n) for n in (0, 1, 2, 3, 4, 10**9)] == [2, 2, 4, 8, 10, 10]
+    assert RetryPolicy(base_delay=0).delay(50) == 0
+
+
 def test_tls_options_are_checked_in_the_constructor(server: BeanstalkServer) -> None:
     """A bad ``ssl=`` fails where it was given; a client target brings its own TLS, so
     ``ssl``/``server_hostname`` with one is refused (the over-TLS runs are in test_tls.py)."""

@@ -155,7 +155,7 @@ def test_gearman_worker_killed_mid_job(gearman_server: GearmanServer) -> None:
             print("start", job.handle, flush=True)
             time.sleep(60)
         worker.register({function!r}, handle)
-        worker.work()
+        worker.run()
     """)
     result: list[Any] = []
     try:
@@ -176,7 +176,7 @@ def test_gearman_worker_killed_mid_job(gearman_server: GearmanServer) -> None:
 
             worker = gearman_client.Worker(gearman_server.url)
             worker.register(function, handle)
-            worker.work()
+            worker.run()
             caller.join(30)
         assert result == [b"done by the second worker: payload"]
     finally:
@@ -194,7 +194,7 @@ def test_workq_worker_killed_mid_job(workq_server: WorkqServer, qname: str) -> N
         def handle(job):
             print("start", job.job_id, flush=True)
             time.sleep(60)
-        Worker({workq_server.url!r}, {qname!r}, handle).run()
+        Worker({workq_server.url!r}, {qname!r}).run(handle)
     """)
     try:
         assert _started(proc) == ["start", job_id]
@@ -207,8 +207,8 @@ def test_workq_worker_killed_mid_job(workq_server: WorkqServer, qname: str) -> N
             worker.stop()
             return b"second"
 
-        worker = workq_client.Worker(workq_server.url, qname, handle, wait=1)
-        worker.run()
+        worker = workq_client.Worker(workq_server.url, qname, wait=1)
+        worker.run(handle)
         assert done == [job_id]
         with workq_client.Client(workq_server.url) as client:
             assert client.result(job_id, wait=5).data == b"second"

@@ -165,13 +165,13 @@ async def test_workq_worker_goes_on(fresh_workq_server: WorkqServer) -> None:
         with workq_client.Client(fresh_workq_server.url) as c:
             c.add("q", body.encode())
 
-    worker = workq_client.AsyncWorker(fresh_workq_server.url, "q", handle, wait=0.5, timeout=1.0)
+    worker = workq_client.AsyncWorker(fresh_workq_server.url, "q", wait=0.5, timeout=1.0)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(worker.run)
+        tg.start_soon(worker.run, handle)
         await _freeze_and_resume(fresh_workq_server.proc, put, done,
                                  lambda: worker.stats.completed == 1)
         worker.stop()
-    assert (worker.stats.completed, worker.stats.report_errors) == (2, 0)
+    assert (worker.stats.completed, worker.stats.lost) == (2, 0)
     assert worker.stats.reconnects == 0
 
 
@@ -215,7 +215,7 @@ async def test_gearman_worker_resumes(fresh_gearman: GearmanServer) -> None:
     worker = gearman_client.AsyncWorker(fresh_gearman.url)
     worker.register(function, handle)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(worker.work)
+        tg.start_soon(worker.run)
         # WORK_COMPLETE has no reply: sent before or during the freeze, it is read on resuming.
         await _freeze_and_resume(fresh_gearman.proc, put, done, lambda: True)
         worker.stop()
@@ -249,18 +249,18 @@ async def test_workq_report_sent_again_after_a_freeze(fresh_workq_server: WorkqS
     def on_late(late: workq_client.LateResult) -> None:
         raise AssertionError(f"not late: {late}")
 
-    worker = workq_client.AsyncWorker(fresh_workq_server.url, "q", handle, wait=0.5,
+    worker = workq_client.AsyncWorker(fresh_workq_server.url, "q", wait=0.5,
                                       timeout=TIMEOUT, on_late_result=on_late)
     with workq_client.Client(fresh_workq_server.url) as c:
         job_id = c.add("q", b"x", ttr=30)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(worker.run)
+        tg.start_soon(worker.run, handle)
         with anyio.fail_after(20):
-            while worker.stats.completed + worker.stats.report_errors == 0:
+            while worker.stats.completed + worker.stats.lost == 0:
                 await anyio.sleep(0.02)
         worker.stop()
     assert worker.stats.reconnects >= 1  # the report was sent again, on a new connection
-    assert (worker.stats.completed, worker.stats.report_errors) == (1, 0)
+    assert (worker.stats.completed, worker.stats.lost) == (1, 0)
     with workq_client.Client(fresh_workq_server.url) as c:
         result = c.result(job_id)
         assert result.success and result.data == b"ours"
@@ -272,19 +272,19 @@ def test_workq_sync_report_sent_again_after_a_freeze(fresh_workq_server: WorkqSe
         _freeze_for(fresh_workq_server.proc)
         return b"ours"
 
-    worker = workq_client.Worker(fresh_workq_server.url, "q", handle, wait=0.5, timeout=TIMEOUT)
+    worker = workq_client.Worker(fresh_workq_server.url, "q", wait=0.5, timeout=TIMEOUT)
     with workq_client.Client(fresh_workq_server.url) as c:
         job_id = c.add("q", b"x", ttr=30)
-    thread = threading.Thread(target=worker.run, daemon=True)
+    thread = threading.Thread(target=worker.run, args=(handle,), daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
-    while worker.stats.completed + worker.stats.report_errors == 0:
+    while worker.stats.completed + worker.stats.lost == 0:
         assert time.monotonic() < deadline
         time.sleep(0.02)
     worker.stop()
     thread.join(10)
     assert worker.stats.reconnects >= 1
-    assert (worker.stats.completed, worker.stats.report_errors) == (1, 0)
+    assert (worker.stats.completed, worker.stats.lost) == (1, 0)
     with workq_client.Client(fresh_workq_server.url) as c:
         result = c.result(job_id)
         assert result.success and result.data == b"ours"
@@ -302,17 +302,17 @@ async def test_workq_first_report_refused_as_duplicate_is_an_error(
             await other.complete(job.job_id, b"theirs")
         return b"ours"
 
-    worker = workq_client.AsyncWorker(fresh_workq_server.url, "q", handle, wait=0.5,
+    worker = workq_client.AsyncWorker(fresh_workq_server.url, "q", wait=0.5,
                                       timeout=TIMEOUT)
     with workq_client.Client(fresh_workq_server.url) as c:
         job_id = c.add("q", b"x", ttr=30)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(worker.run)
+        tg.start_soon(worker.run, handle)
         with anyio.fail_after(10):
-            while worker.stats.completed + worker.stats.report_errors == 0:
+            while worker.stats.completed + worker.stats.lost == 0:
                 await anyio.sleep(0.02)
         worker.stop()
-    assert (worker.stats.completed, worker.stats.report_errors) == (0, 1)
+    assert (worker.stats.completed, worker.stats.lost) == (0, 1)
     with workq_client.Client(fresh_workq_server.url) as c:
         assert c.result(job_id).data == b"theirs"
 

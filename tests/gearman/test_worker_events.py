@@ -44,7 +44,7 @@ async def test_async_worker_events(
     t0 = time.time()
     with anyio.fail_after(20):
         async with anyio.create_task_group() as tg:
-            tg.start_soon(worker.work)
+            tg.start_soon(worker.run)
             async with AsyncClient(gearman_server.url) as client:
                 handles = await client.submit_background_many([(function, b"ok")] * 5)
                 with pytest.raises(JobFailed) as failed:
@@ -76,7 +76,7 @@ def test_sync_worker_events(gearman_server: GearmanServer, function: str, tmp_pa
     with EventSink(tmp_path) as sink:
         worker = Worker(gearman_server.url, events=sink)
         worker.register(function, lambda job: job.data.upper())
-        runner = threading.Thread(target=worker.work)
+        runner = threading.Thread(target=worker.run)
         runner.start()
         try:
             with Client(gearman_server.url, timeout=10) as client:

@@ -46,7 +46,7 @@ async def test_untrusted_certificate_is_a_warning_and_retried(
 
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
-            tg.start_soon(worker.work)
+            tg.start_soon(worker.run)
             while len(refusals()) < 2:  # refused, and refused again after the back-off
                 await anyio.sleep(0.05)
             worker.stop()

@@ -550,6 +550,23 @@ async def test_retry_policy_delays_and_other_errors_fail(url: str, client: Clien
     assert job is not None and job.state == "failed"
 
 
+async def test_a_fractional_retry_delay_is_sent_as_given(url: str, client: Client) -> None:
+    """qless delays are seconds with a fraction (unlike beanstalk's whole seconds): the job is
+    scheduled exactly 0.25 s after the ``now`` of the retry, nothing rounded."""
+    q = _queue()
+    jid = client.queue(q).put("K", "timeout")
+
+    async def handler(job: AsyncJob) -> None:
+        raise TimeoutError()
+
+    await _one(url, q, handler, retry=RetryPolicy(retry_on=(TimeoutError,), base_delay=0.25))
+    job = client.get(jid)
+    assert job is not None and job.state == "scheduled"
+    retried_at = job.history[-1]["put"]  # the retry's own ``now``
+    score = client.redis.execute("ZSCORE", f"ql:q:{q}-scheduled", jid)
+    assert float(score) - retried_at == pytest.approx(0.25, abs=1e-6)
+
+
 async def test_handler_timeout_is_the_outcome(url: str, client: Client) -> None:
     q = _queue()
     jid = client.queue(q).put("K", 1)

@@ -1,15 +1,20 @@
-"""Worker and AsyncWorker against the bundled server: concurrency, errors, TTR, reconnects."""
+"""Worker and AsyncWorker against the bundled server: concurrency, errors (logged with their
+tracebacks), TTR, reconnects, stats, the shutdown deadline."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+from pathlib import Path
 
 import anyio
 import pytest
 
 from jobwire import Backoff
+from jobwire.events import EventSink
 from tests.conftest import free_port
+from tests.test_events import read_jsonl
 from workq_client import AsyncClient, AsyncWorker, Client, JobContext, Worker
 from workq_client.server import run_server
 from workq_client.worker import LateResult
@@ -59,14 +64,14 @@ async def test_async_worker_concurrency_results_and_errors(
         finally:
             tracker.leave()
 
-    worker = AsyncWorker((workq_server.host, workq_server.port), [qname, qname + "-b"], handle,
+    worker = AsyncWorker((workq_server.host, workq_server.port), [qname, qname + "-b"],
                          concurrency=4, wait=1)
     async with AsyncClient(workq_server.host, workq_server.port) as client:
         payloads = [b"a%d" % i for i in range(8)] + [b"boom", b"text", b"none"]
         ids = [await client.add(qname if i % 2 else qname + "-b", p)
                for i, p in enumerate(payloads)]
         async with anyio.create_task_group() as tg:
-            tg.start_soon(worker.run)
+            tg.start_soon(worker.run, handle)
             results = [await client.result(job_id, wait=5) for job_id in ids]
             worker.stop()
     assert tracker.peak == 4
@@ -75,6 +80,7 @@ async def test_async_worker_concurrency_results_and_errors(
     assert (results[8].success, results[8].data) == (False, b"ValueError: boom")
     assert results[9].data == "tëxt".encode() and results[10].data == b""
     assert (worker.stats.completed, worker.stats.failed, worker.stats.leased) == (10, 1, 11)
+    assert (worker.stats.lost, worker.stats.abandoned, worker.stats.in_flight) == (0, 0, 0)
 
 
 @pytest.mark.anyio
@@ -93,13 +99,13 @@ async def test_async_worker_reports_overruns_and_late_results(
             await deleted.wait()
         return b"late " + job.payload
 
-    worker = AsyncWorker((workq_server.host, workq_server.port), qname, handle, concurrency=1,
+    worker = AsyncWorker((workq_server.host, workq_server.port), qname, concurrency=1,
                          wait=1, on_overrun=lambda job: overruns.append(job.job_id),
                          on_late_result=lates.append)
     async with AsyncClient(workq_server.host, workq_server.port) as client:
         kept = await client.add(qname, b"kept", ttr=0.2)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(worker.run)
+            tg.start_soon(worker.run, handle)
             record = await client.result(kept, wait=5)
             gone = await client.add(qname, b"gone", ttr=0.2)
             while gone not in overruns:
@@ -115,6 +121,7 @@ async def test_async_worker_reports_overruns_and_late_results(
     assert lates[0].job_id == kept and lates[0].accepted and lates[0].late_by > 0.2
     assert lates[1].job_id == gone and not lates[1].accepted and "NOT-FOUND" in lates[1].error
     assert worker.stats.late_accepted == 1 and worker.stats.late_rejected == 1
+    assert (worker.stats.lost, worker.stats.in_flight) == (1, 0)  # the refused late report
 
 
 @pytest.mark.anyio
@@ -128,13 +135,13 @@ async def test_async_worker_stop_lets_the_running_handler_finish(
         await anyio.sleep(0.3)
         return b"finished"
 
-    worker = AsyncWorker((workq_server.host, workq_server.port), qname, handle, concurrency=2,
+    worker = AsyncWorker((workq_server.host, workq_server.port), qname, concurrency=2,
                          wait=1)
     async with AsyncClient(workq_server.host, workq_server.port) as client:
         job_id = await client.add(qname, b"")
         with anyio.fail_after(5):
             async with anyio.create_task_group() as tg:
-                tg.start_soon(worker.run)
+                tg.start_soon(worker.run, handle)
                 await started.wait()
                 worker.stop()  # the idle slot's lease runs out within its 1 s wait
         assert (await client.result(job_id)).data == b"finished"
@@ -151,11 +158,11 @@ async def test_async_worker_stop_strands_no_job() -> None:
         return b"ok"
 
     with realish_workq() as peer:
-        worker = AsyncWorker(("127.0.0.1", peer.port), "x", handle, concurrency=4, wait=2)
+        worker = AsyncWorker(("127.0.0.1", peer.port), "x", concurrency=4, wait=2)
         async with AsyncClient("127.0.0.1", peer.port) as producer:
             with anyio.fail_after(10):
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(worker.run)
+                    tg.start_soon(worker.run, handle)
                     while peer.waiting_leases() < 4:
                         await anyio.sleep(0.01)
                     worker.stop()
@@ -176,11 +183,11 @@ async def test_async_worker_reconnects_with_backoff(qname: str) -> None:
         done.set()
         return b"ok"
 
-    worker = AsyncWorker(("127.0.0.1", port), qname, handle, wait=0.5,
+    worker = AsyncWorker(("127.0.0.1", port), qname, wait=0.5,
                          backoff=lambda: Backoff(base=0.05, cap=0.2))
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(worker.run)
+            tg.start_soon(worker.run, handle)
             await anyio.sleep(0.3)
             server.stop()
             await anyio.sleep(0.3)
@@ -214,9 +221,9 @@ def test_sync_worker_threads_results_errors_and_stop(
         finally:
             tracker.leave()
 
-    worker = Worker((workq_server.host, workq_server.port), qname, handle, concurrency=3,
+    worker = Worker((workq_server.host, workq_server.port), qname, concurrency=3,
                     wait=0.2)
-    thread = threading.Thread(target=worker.run)
+    thread = threading.Thread(target=worker.run, args=(handle,))
     thread.start()
     with Client(workq_server.host, workq_server.port) as client:
         ids = [client.add(qname, b"ab%d" % i) for i in range(6)] + [client.add(qname, b"boom")]
@@ -240,10 +247,10 @@ def test_sync_worker_overrun_and_reconnect(qname: str) -> None:
 
     port = free_port()
     with run_server(port=port):
-        worker = Worker(("127.0.0.1", port), qname, handle, wait=0.2,
+        worker = Worker(("127.0.0.1", port), qname, wait=0.2,
                         on_overrun=overruns.append, on_late_result=lates.append,
                         backoff=lambda: Backoff(base=0.05, cap=0.2))
-        thread = threading.Thread(target=worker.run)
+        thread = threading.Thread(target=worker.run, args=(handle,))
         thread.start()
         with Client("127.0.0.1", port) as client:
             job_id = client.add(qname, b"", ttr=0.1)
@@ -259,15 +266,12 @@ def test_sync_worker_overrun_and_reconnect(qname: str) -> None:
 
 
 def test_worker_arguments_are_checked() -> None:
-    async def handle(job: JobContext) -> bytes:
-        return b""
-
     with pytest.raises(ValueError):
-        AsyncWorker(("127.0.0.1", 1), [], handle)
+        AsyncWorker(("127.0.0.1", 1), [])
     with pytest.raises(ValueError):
-        AsyncWorker(("127.0.0.1", 1), "q", handle, concurrency=0)
+        AsyncWorker(("127.0.0.1", 1), "q", concurrency=0)
     with pytest.raises(ValueError):
-        Worker(("127.0.0.1", 1), "bad name", lambda job: b"")
+        Worker(("127.0.0.1", 1), "bad name")
 
 
 @pytest.mark.anyio
@@ -286,7 +290,7 @@ async def test_async_worker_survives_bad_results_and_faulty_callbacks(
             await anyio.sleep(0.3)
         return b"fine"
 
-    worker = AsyncWorker((workq_server.host, workq_server.port), qname, handle, wait=1,
+    worker = AsyncWorker((workq_server.host, workq_server.port), qname, wait=1,
                          on_overrun=explode, on_late_result=explode)
     async with AsyncClient(workq_server.host, workq_server.port) as client:
         big = await client.add(qname, b"big")
@@ -294,7 +298,7 @@ async def test_async_worker_survives_bad_results_and_faulty_callbacks(
         slow = await client.add(qname, b"slow", ttr=0.1)
         fine = await client.add(qname, b"ok")
         async with anyio.create_task_group() as tg:
-            tg.start_soon(worker.run)
+            tg.start_soon(worker.run, handle)
             results = [await client.result(j, wait=5) for j in (big, bad, slow, fine)]
             worker.stop()
     assert not results[0].success and results[0].data.startswith(b"ResultTooLarge")
@@ -313,9 +317,9 @@ def test_sync_worker_stop_lets_the_running_handler_finish(
         time.sleep(0.3)
         return b"finished"
 
-    worker = Worker((workq_server.host, workq_server.port), qname, handle, concurrency=2,
+    worker = Worker((workq_server.host, workq_server.port), qname, concurrency=2,
                     wait=0.2)
-    thread = threading.Thread(target=worker.run)
+    thread = threading.Thread(target=worker.run, args=(handle,))
     thread.start()
     with Client(workq_server.host, workq_server.port) as client:
         job_id = client.add(qname, b"")
@@ -348,12 +352,12 @@ async def test_untrusted_certificate_is_a_warning_and_retried(
     def refusals() -> list[logging.LogRecord]:
         return [r for r in caplog.records if r.levelno == logging.WARNING]
 
-    worker = AsyncWorker(("localhost", server.port), qname, handle, ssl=untrusted_context(),
+    worker = AsyncWorker(("localhost", server.port), qname, ssl=untrusted_context(),
                          wait=0.5)
     try:
         with anyio.fail_after(10):
             async with anyio.create_task_group() as tg:
-                tg.start_soon(worker.run)
+                tg.start_soon(worker.run, handle)
                 while len(refusals()) < 2:  # refused, and refused again after the back-off
                     await anyio.sleep(0.05)
                 worker.stop()
@@ -361,4 +365,97 @@ async def test_untrusted_certificate_is_a_warning_and_retried(
         server.stop()
     assert all("TLSError" in r.getMessage() for r in refusals()), refusals()
     with pytest.raises(TypeError, match="ssl="):
-        Worker("127.0.0.1", qname, lambda job: None, ssl="yes")  # type: ignore[arg-type]
+        Worker("127.0.0.1", qname, ssl="yes")  # type: ignore[arg-type]
+
+
+def _one_error_with_traceback(caplog: pytest.LogCaptureFixture, job_id: str, name: str) -> None:
+    [record] = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert record.levelno == logging.ERROR
+    assert record.exc_info is not None and record.exc_info[0] is ZeroDivisionError
+    assert job_id in record.getMessage() and name in record.getMessage()
+    assert "Traceback" in caplog.text
+
+
+def test_a_sync_handler_failure_is_logged_with_its_traceback(
+    workq_server: WorkqServer, qname: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="workq_client.worker")
+    held = threading.Event()
+
+    def handle(job: JobContext) -> bytes:
+        if job.payload == b"hold":
+            held.wait(10)
+            return b""
+        return b"%d" % (1 // 0)
+
+    worker = Worker(workq_server.url, qname, wait=0.2)
+    thread = threading.Thread(target=worker.run, args=(handle,))
+    thread.start()
+    with Client(workq_server.url) as client:
+        job_id = client.add(qname, b"x")
+        result = client.result(job_id, wait=5)
+        client.add(qname, b"hold")
+        while worker.stats.in_flight == 0:
+            time.sleep(0.01)
+        held.set()
+    worker.stop()
+    thread.join(5)
+    assert not thread.is_alive()
+    assert (result.success, result.data) == (False, b"ZeroDivisionError: integer division or "
+                                                    b"modulo by zero")
+    assert (worker.stats.failed, worker.stats.completed, worker.stats.in_flight) == (1, 1, 0)
+    _one_error_with_traceback(caplog, job_id, qname)
+
+
+@pytest.mark.anyio
+async def test_an_async_handler_failure_is_logged_with_its_traceback(
+    workq_server: WorkqServer, qname: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="workq_client.worker")
+
+    async def handle(job: JobContext) -> bytes:
+        return b"%d" % (1 // 0)
+
+    worker = AsyncWorker(workq_server.url, qname, wait=0.2)
+    async with AsyncClient(workq_server.url) as client:
+        job_id = await client.add(qname, b"x")
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(lambda: worker.run(handle, handle_signals=False))
+                result = await client.result(job_id, wait=5)
+                worker.stop()
+    assert not result.success and worker.stats.failed == 1
+    _one_error_with_traceback(caplog, job_id, qname)
+
+
+@pytest.mark.anyio
+async def test_a_handler_past_the_shutdown_deadline_is_cancelled_and_its_job_left_to_its_ttr(
+    workq_server: WorkqServer, qname: str, tmp_path: Path
+) -> None:
+    cancelled = anyio.Event()
+
+    async def stuck(job: JobContext) -> bytes:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            cancelled.set()
+        return b""  # pragma: no cover
+
+    sink = EventSink(tmp_path)
+    worker = AsyncWorker(workq_server.url, qname, wait=0.2, shutdown_timeout=0.2, events=sink)
+    async with AsyncClient(workq_server.url) as client:
+        job_id = await client.add(qname, b"x", ttr=1)
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(lambda: worker.run(stuck, handle_signals=False))
+                while worker.stats.in_flight == 0:
+                    await anyio.sleep(0.01)
+                worker.stop()
+            assert cancelled.is_set()
+            again = await client.lease([qname], wait=10)  # the TTR ran out: leased again
+        assert again.job_id == job_id
+    sink.close()
+    stats = worker.stats
+    assert (stats.abandoned, stats.completed, stats.failed, stats.in_flight) == (1, 0, 0, 0)
+    assert [(r["event"], r["job"]) for r in read_jsonl(tmp_path)] == [
+        ("reserved", job_id), ("lost", job_id)]

@@ -47,7 +47,7 @@ async def test_async_worker_events(workq_server: WorkqServer, qname: str, tmp_pa
 
     sink = EventSink(tmp_path)
     other = qname + "-b"
-    worker = AsyncWorker((workq_server.host, workq_server.port), [qname, other], handle,
+    worker = AsyncWorker((workq_server.host, workq_server.port), [qname, other],
                          concurrency=2, wait=1, events=sink)
     t0 = time.time()
     async with AsyncClient(workq_server.host, workq_server.port) as client:
@@ -55,7 +55,7 @@ async def test_async_worker_events(workq_server: WorkqServer, qname: str, tmp_pa
         boom = await client.add(qname, b"boom")
         with anyio.fail_after(20):
             async with anyio.create_task_group() as tg:
-                tg.start_soon(worker.run)
+                tg.start_soon(worker.run, handle)
                 for job_id in [*ok, boom]:
                     await client.result(job_id, wait=5)
                 gone = await client.add(other, b"gone")
@@ -63,7 +63,7 @@ async def test_async_worker_events(workq_server: WorkqServer, qname: str, tmp_pa
                     await anyio.sleep(0.02)
                 await client.delete(gone)  # while its handler runs: the report is refused
                 deleted.set()
-                while worker.stats.report_errors < 1:
+                while worker.stats.lost < 1:
                     await anyio.sleep(0.02)
                 worker.stop()
     sink.close()
@@ -82,9 +82,9 @@ def test_sync_worker_events(workq_server: WorkqServer, qname: str, tmp_path: Pat
 
     with Client(workq_server.host, workq_server.port) as client, EventSink(tmp_path) as sink:
         t0 = time.time()
-        worker = Worker((workq_server.host, workq_server.port), qname, handle,  # type: ignore[arg-type]
+        worker = Worker((workq_server.host, workq_server.port), qname,
                         concurrency=2, wait=0.5, events=sink)
-        runner = threading.Thread(target=worker.run)
+        runner = threading.Thread(target=worker.run, args=(handle,))
         runner.start()
         try:
             ids = [client.add(qname, p) for p in (b"x", b"y", b"int")]
