@@ -1,8 +1,9 @@
 """The quick-start demo: bundled server in-process, a pipelined producer, an async worker pool.
 
-    scripts/demo [--jobs N] [--concurrency N]
+    scripts/demo [--jobs N] [--concurrency N] [--url URL]
 
-1. starts the bundled beanstalk server (beanstalk_client.server) on a free loopback port;
+1. starts the bundled beanstalk server (beanstalk_client.server) on a free loopback port
+   (with ``--url``, uses that server instead);
 2. a blocking ``Client`` puts N jobs with ``put_many`` (pipelined, 256 in flight);
 3. an ``AsyncWorker`` pool drains them: ``concurrency`` handlers at once on ONE connection,
    with pipelined reserves; each handler that returns gets its job deleted;
@@ -12,6 +13,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 
@@ -45,11 +47,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--url", help="a beanstalk server (default: start the bundled one)")
     args = parser.parse_args()
 
-    with run_server() as server:
-        print(f"bundled beanstalk server listening on {server.url}")
-        with Client.from_url(server.url) as producer:
+    with contextlib.ExitStack() as stack:
+        url = args.url
+        if url is None:
+            url = stack.enter_context(run_server()).url
+            print(f"bundled beanstalk server listening on {url}")
+        with Client.from_url(url) as producer:
             producer.use(TUBE)
             started = time.perf_counter()
             ids = producer.put_many(b"job %d" % i for i in range(args.jobs))
@@ -58,7 +64,7 @@ def main() -> int:
                   f"({len(ids) / put_s:,.0f} jobs/s)")
 
             started = time.perf_counter()
-            stats_w = anyio.run(drain, server.url, len(ids), args.concurrency)
+            stats_w = anyio.run(drain, url, len(ids), args.concurrency)
             work_s = time.perf_counter() - started
             done = stats_w.deleted
             print(f"worker pool: {args.concurrency} handlers on one connection reserved "

@@ -10,7 +10,8 @@ the events into per-queue job metrics (qless's statistics) with a plot.
 
 1. The input: ``--input`` (CSV with a header, or Parquet), else a generated Parquet file of
    ``--rows`` orders. Every row becomes one job whose body is the row as JSON.
-2. The bundled beanstalk server starts on a free loopback port (``--url`` uses yours instead).
+2. The bundled beanstalk server starts on a free loopback port (``--url``, or
+   ``$BEANSTALK_URL``, uses yours instead).
 3. ``df.write.format("beanstalk")``: each Spark task puts its partition's rows, pipelined, on
    its own connection; priorities come from a column; with ``option("events", <dir>)`` each
    task records a ``put`` event per job (when its wait began).
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import random
 import socket
 import subprocess
@@ -187,7 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--input", help="a CSV (with header) or Parquet file of rows")
     parser.add_argument("--rows", type=int, default=20_000, help="rows to generate")
-    parser.add_argument("--url", help="a beanstalk server (default: start the bundled one)")
+    parser.add_argument("--url", default=os.environ.get("BEANSTALK_URL"),
+                        help="a beanstalk server (default: $BEANSTALK_URL, else start the "
+                             "bundled one)")
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--out", type=Path, help="where events, metrics and plots go")
     args = parser.parse_args(argv)
