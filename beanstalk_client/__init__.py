@@ -4,7 +4,7 @@ pools (``AsyncWorker``, ``Worker``) with pipelined reserves on one connection.
     from beanstalk_client import Client
     with Client("127.0.0.1", 11300) as client:
         job_id = client.put(b"hello")
-        job = client.reserve(timeout=5)
+        job = client.reserve(wait=5)
         client.delete(job)
 
 Every public name loads its module on first use (:mod:`jobwire._lazy`): importing the bundled
@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from jobwire._lazy import lazy_exports
+from jobwire._version import __version__ as __version__
 
 if TYPE_CHECKING:
     from jobwire.errors import (

@@ -13,7 +13,7 @@ then ``release``) instead of leaving it reserved until its TTR runs out.
 
 DEADLINE_SOON belongs to the connection, not to a caller. beanstalkd answers a waiting reserve
 ``DEADLINE_SOON`` when a job *this connection* holds is within 1 s of its TTR, to let the
-commands queued behind the reserve through (``../shared/specs/beanstalk-multiple-reserves.txt``).
+commands queued behind the reserve through (``docs/beanstalkd.md``, "Semantics worth knowing").
 On a connection shared by tasks, the reserve it interrupts may be another task's, one that
 holds nothing. So when commands that can settle a held job (``delete``, ``release``, ``bury``,
 ``touch``) are queued behind the interrupted reserve, the session does not raise: it sends the

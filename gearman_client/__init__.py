@@ -14,11 +14,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from jobwire._lazy import lazy_exports
+from jobwire._version import __version__ as __version__
 
 if TYPE_CHECKING:
     from ._admin import FunctionStatus, JobInfo, PriorityStatus, WorkerInfo
     from ._api_async import JobStatus
-    from ._packets import DEFAULT_MAX_BODY_SIZE, PacketType, Priority
+    from ._packets import (
+        DEFAULT_MAX_BODY_SIZE,
+        PacketType,
+        Priority,
+        WorkData,
+        WorkStatus,
+        WorkWarning,
+    )
     from ._protocol import Connection
     from .aio import AsyncAdmin, AsyncClient, AsyncJob, AsyncWorker
     from .client import Admin, Client
@@ -30,19 +38,22 @@ if TYPE_CHECKING:
         QueueFull,
         ServerError,
     )
-    from .worker import Job, Worker
+    from .worker import Job, Worker, WorkerStats
 
 __getattr__, __dir__ = lazy_exports(__name__, {
     "._admin": ["FunctionStatus", "JobInfo", "PriorityStatus", "WorkerInfo"],
     "._api_async": ["JobStatus"],
-    "._packets": ["DEFAULT_MAX_BODY_SIZE", "PacketType", "Priority"],
+    # What a foreground job's updates are (AsyncClient.start, submit(on_update=...)).
+    "._packets": [
+        "DEFAULT_MAX_BODY_SIZE", "PacketType", "Priority", "WorkData", "WorkStatus", "WorkWarning",
+    ],
     "._protocol": ["Connection"],
     ".aio": ["AsyncAdmin", "AsyncClient", "AsyncJob", "AsyncWorker"],
     ".client": ["Admin", "Client"],
     ".errors": [
         "BulkSubmitError", "GearmanError", "JobException", "JobFailed", "QueueFull", "ServerError",
     ],
-    ".worker": ["Job", "Worker"],
+    ".worker": ["Job", "Worker", "WorkerStats"],
 })
 
 __all__ = [
@@ -67,6 +78,10 @@ __all__ = [
     "PriorityStatus",
     "QueueFull",
     "ServerError",
+    "WorkData",
+    "WorkStatus",
+    "WorkWarning",
     "Worker",
     "WorkerInfo",
+    "WorkerStats",
 ]

@@ -16,6 +16,7 @@ from ._url import (
     resolve_address,
     resolve_addresses,
 )
+from ._version import __version__ as __version__
 from .errors import (
     BulkError,
     ConnectFailed,
@@ -30,8 +31,6 @@ from .errors import (
     RemoteProtocolError,
     TLSError,
 )
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Address",

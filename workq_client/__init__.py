@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from jobwire._lazy import lazy_exports
+from jobwire._version import __version__ as __version__
 
 if TYPE_CHECKING:
     from jobwire.errors import (

@@ -87,7 +87,8 @@ class Connection(InOrderClientCore):
     Args:
         max_fields: most keys accepted in one ``inspect`` record.
         max_record_size: most bytes of keys and values accepted in one ``inspect`` record.
-        A record past either is a ``RemoteProtocolError`` (see the module docstring).
+
+    A record past either is a ``RemoteProtocolError`` (see the module docstring).
     """
 
     __slots__ = (

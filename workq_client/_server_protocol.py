@@ -1,7 +1,7 @@
 """The server side of the Workq protocol as a Sans-IO state machine.
 
 Bytes in, commands out; replies in, bytes out. It frames input as the Workq 0.2.0 server does
-(``../shared/transcripts/workq-0.2.0.jsonl`` and NOTES.md), with one deliberate difference:
+(``tests/transcripts/workq-0.2.0.jsonl``, ``docs/workq.md``), with one deliberate difference:
 
 * a line ends at LF; if the byte before it is not CR (a bare LF) the connection is closed without
   a reply, as Workq does;

@@ -358,7 +358,7 @@ def test_no_results_is_said_plainly(tmp_path: Path) -> None:
 
 def test_a_results_file_without_its_shape_is_refused_by_name(tmp_path: Path) -> None:
     (tmp_path / "gearman.json").write_text(json.dumps({"counts": {}}))
-    with pytest.raises(plots.BadResults, match=r"gearman\.json: no 'jobs_per_second'"):
+    with pytest.raises(plots.BadResults, match=r"gearman\.json: no 'config'"):
         plots.charts(tmp_path)
     (tmp_path / "gearman.json").write_text("{not json")
     with pytest.raises(plots.BadResults, match=r"gearman\.json"):
@@ -388,9 +388,9 @@ def test_a_fresh_workq_benchmark_run_is_drawn(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr[-2000:]
     chart = plots.chart_file(out)
     document = json.loads(out.read_text())
-    for scenario, clients in document["results"].items():
-        for client in clients:
-            assert f"| {plots.WORKQ_SCENARIOS[scenario]} | {client} |" in chart.table
+    titles = document["config"]["scenarios"]
+    for row in document["results"]:
+        assert f"| {titles[row['scenario']]} | {row['label']} |" in chart.table
     width, height = struct.unpack(">II", chart.png[16:24])
     assert width > 600 and height > 300
     assert subprocess.run([PYTHON, str(ROOT / "benchmarks" / "plots.py"), "--results",

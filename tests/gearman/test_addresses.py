@@ -53,7 +53,7 @@ def test_client_worker_admin_every_form(
         return job.data[::-1]
 
     worker.register(function, reverse)
-    thread = threading.Thread(target=worker.work, daemon=True)
+    thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     try:
         with Client(*args, timeout=10) as client:
@@ -80,7 +80,7 @@ async def test_async_classes_every_form(
 
     worker.register(function, upper)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(worker.work)
+        tg.start_soon(worker.run)
         async with AsyncClient(*args) as client:
             assert await client.submit(function, b"abc") == b"ABC"
         if form not in ("[host:port]", "[tuple]"):

@@ -51,7 +51,7 @@ def running_worker() -> Iterator[Any]:
     workers: list[tuple[Worker, threading.Thread]] = []
 
     def start(worker: Worker) -> Worker:
-        thread = threading.Thread(target=worker.work, daemon=True)
+        thread = threading.Thread(target=worker.run, daemon=True)
         thread.start()
         workers.append((worker, thread))
         return worker
@@ -98,14 +98,14 @@ def test_submit_result_updates_and_exception(
         # a raising handler: WORK_WARNING with the exception, then WORK_FAIL, reported once
         updates.clear()
         with pytest.raises(JobFailed) as failed:
-            client.submit(function, "boom", on_update=updates.append)
+            client.submit(function, b"boom", on_update=updates.append)
         assert failed.value.warning == b"ValueError: boom!"
         assert updates == [pk.WorkWarning(failed.value.handle, b"ValueError: boom!")]
         # registered with exceptions=True: WORK_EXCEPTION, for clients that asked for it
         with pytest.raises(JobException) as info:
-            client.submit(function + "-x", "boom")
+            client.submit(function + "-x", b"boom")
         assert info.value.data == b"ValueError: boom!"
-        assert client.submit(function, "x" * 100_000, unique="big") == b"x" * 100_000
+        assert client.submit(function, b"x" * 100_000, unique="big") == b"x" * 100_000
 
 
 def read_packets(sock: socket.socket, until: Any) -> bytes:
@@ -334,12 +334,12 @@ async def test_async_client_and_worker(gearman_server: GearmanServer, function: 
     worker = AsyncWorker(gearman_server.url, concurrency=4)
     worker.register(function, handler)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(worker.work)
+        tg.start_soon(worker.run)
         async with AsyncClient(gearman_server.url) as client:
             results: dict[int, bytes] = {}
 
             async def one(i: int) -> None:
-                results[i] = await client.submit(function, str(i))
+                results[i] = await client.submit(function, str(i).encode())
 
             async with anyio.create_task_group() as calls:
                 for i in range(20):
@@ -507,7 +507,7 @@ async def test_async_update_iterator(gearman_server: GearmanServer, function: st
     worker = AsyncWorker(gearman_server.url)
     worker.register(function, handler)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(worker.work)
+        tg.start_soon(worker.run)
         async with AsyncClient(gearman_server.url) as client:
             run = await client.start(function, b"go")
             updates = [u async for u in run]
@@ -678,7 +678,7 @@ def test_graceful_stop_finishes_running_jobs(
 
     worker = Worker(gearman_server.url)
     worker.register(function, handler)
-    thread = threading.Thread(target=worker.work)
+    thread = threading.Thread(target=worker.run)
     thread.start()
     with Client(gearman_server.url) as client:
         results: list[bytes] = []
@@ -839,7 +839,7 @@ async def test_coalesced_foreground_jobs_reach_every_client(
     worker = AsyncWorker(gearman_server.url)
     worker.register(function, handler)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(worker.work)
+        tg.start_soon(worker.run)
         async with AsyncClient(gearman_server.url) as a, AsyncClient(gearman_server.url) as b:
             first = await a.start(function, b"x", unique="same-" + function)
             second = await b.start(function, b"y", unique="same-" + function)
@@ -954,7 +954,7 @@ async def test_serve_in_the_same_event_loop(function: str) -> None:
 
         worker.register(function, handler)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(worker.work)
+            tg.start_soon(worker.run)
             async with AsyncClient(server.url) as client:
                 assert await client.submit(function, b"ab") == b"abab"
             worker.stop()

@@ -64,7 +64,7 @@ def tls_gearman(request: pytest.FixtureRequest, certs: Certs) -> Iterator[TLSGea
     function = f"tls-{uuid.uuid4().hex[:12]}"
     worker = Worker(("127.0.0.1", worker_port), concurrency=4)
     worker.register(function, lambda job: job.data[::-1])
-    thread = threading.Thread(target=worker.work, daemon=True)
+    thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     yield TLSGearman(request.param, tls_port, certs.client_context(), function)
     worker.stop()
@@ -212,7 +212,7 @@ async def test_worker_over_tls(tls_gearman: TLSGearman) -> None:
     function = f"tls-w-{uuid.uuid4().hex[:8]}"
     worker.register(function, handler)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(worker.work)
+        tg.start_soon(worker.run)
         async with AsyncClient(tls_gearman.address, ssl=tls_gearman.context) as client:
             assert await client.submit(function, b"x") == b"tls:x"
         worker.stop()

@@ -124,7 +124,7 @@ def _setup_states(url: str, tube: str) -> dict[str, int]:
         delayed = client.put(b"delayed", delay=300)
         buried = client.put(b"buried", priority=1)
         client.watch(tube)
-        job = client.reserve(timeout=1)
+        job = client.reserve(wait=1)
         assert job.id == buried  # most urgent first
         client.bury(job)
     return {"ready": ready, "delayed": delayed, "buried": buried}

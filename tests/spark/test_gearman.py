@@ -30,7 +30,7 @@ def worker(server: GearmanServer, function: str, handle: Callable[[Any], Any],
     """A jobwire Gearman worker for ``function`` running in a thread."""
     w = GearmanWorker(server.url, concurrency=concurrency, client_id="spark-test")
     w.register(function, handle)
-    thread = threading.Thread(target=w.work, daemon=True)
+    thread = threading.Thread(target=w.run, daemon=True)
     thread.start()
     try:
         yield w

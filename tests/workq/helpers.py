@@ -72,7 +72,7 @@ def replies(data: bytes, close: bool = False) -> Callable[[socket.socket], None]
 # -- a peer that reads like the real Workq 0.2.0 server -------------------------------------------
 #
 # The real server is not packaged here, so the two behaviours of Workq 0.2.0 that a client must
-# live with (../shared/specs/NOTES.md, "Measured later against the real 0.2.0 server") are
+# live with (docs/workq.md, "Where it differs from Workq 0.2.0, on purpose") are
 # modelled here as the Go source does them, and only them:
 #
 # * int/client: each connection reads through Go's ``bufio.Reader`` (4096 bytes) over an

@@ -50,8 +50,8 @@ def test_client_and_worker_every_form(workq_server: WorkqServer, qname: str, for
         worker.stop()
         return b""
 
-    worker = Worker(address, qname, handle, wait=0.2, **port)  # type: ignore[arg-type]
-    thread = threading.Thread(target=worker.run, daemon=True)
+    worker = Worker(address, qname, wait=0.2, **port)  # type: ignore[arg-type]
+    thread = threading.Thread(target=worker.run, args=(handle,), daemon=True)
     thread.start()
     thread.join(10)
     assert not thread.is_alive()
@@ -72,24 +72,21 @@ async def test_async_classes_every_form(workq_server: WorkqServer, qname: str, f
         worker.stop()
         return b""
 
-    worker = AsyncWorker(address, qname, handle, wait=0.2, **port)  # type: ignore[arg-type]
+    worker = AsyncWorker(address, qname, wait=0.2, **port)  # type: ignore[arg-type]
     with anyio.fail_after(10):
-        await worker.run()
+        await worker.run(handle)
     assert got == [b"payload"]
 
 
 @pytest.mark.parametrize(("bad", "error"), BAD)
 def test_bad_address_refused_at_construction(bad: object, error: type[Exception]) -> None:
-    async def handle(job: JobContext) -> bytes:
-        return b""
-
     with pytest.raises(error):
         AsyncClient(bad)  # type: ignore[arg-type]
     with pytest.raises(error):
         Client(bad)  # type: ignore[arg-type]
     with pytest.raises(error):
-        AsyncWorker(bad, "q", handle)  # type: ignore[arg-type]
+        AsyncWorker(bad, "q")  # type: ignore[arg-type]
     with pytest.raises(error):
-        Worker(bad, "q", lambda job: b"")  # type: ignore[arg-type]
+        Worker(bad, "q")  # type: ignore[arg-type]
     with pytest.raises(InvalidAddress):
         AsyncClient("127.0.0.1:9922", 9922)

@@ -170,11 +170,11 @@ async def test_worker_over_tls(tls_port: int, context: ssl.SSLContext, qname: st
     async def handler(job: JobContext) -> bytes:
         return b"tls:" + job.payload
 
-    worker = AsyncWorker(("localhost", tls_port), qname, handler, ssl=context,
+    worker = AsyncWorker(("localhost", tls_port), qname, ssl=context,
                          wait=0.5)
     async with AsyncClient(("localhost", tls_port), ssl=context, timeout=10) as client:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(worker.run)
+            tg.start_soon(worker.run, handler)
             result = await client.run(qname, b"x", wait=5)
             worker.stop()
         assert result.data == b"tls:x"
