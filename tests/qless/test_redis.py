@@ -360,9 +360,15 @@ def test_a_password_the_server_does_not_want(redis_server: RedisServer) -> None:
 
 def test_server_killed_while_a_reply_is_outstanding(fresh_redis: RedisServer) -> None:
     with Redis(fresh_redis.url, timeout=10) as redis:
-        threading.Timer(0.3, fresh_redis.kill).start()
+        assert redis.execute("PING") == "PONG"  # connected before the kill can land
+        killer = threading.Timer(0.3, fresh_redis.kill)
+        killer.start()
         with pytest.raises(ConnectionLost):
             redis.execute("DEBUG", "SLEEP", "5")
+        # The reply's connection can close a moment before the listening socket does (the
+        # process closes its descriptors one by one): wait until the process is gone, or a
+        # connect in between succeeds and breaks (ConnectionLost, not ConnectFailed).
+        killer.join()
         for _ in range(2):  # each call tries to connect again
             with pytest.raises(ConnectFailed):
                 redis.execute("PING")
