@@ -63,7 +63,7 @@ __all__ = ["Commands"]
 
 R = TypeVar("R", bound=Reply)
 
-#: Commands in flight at once in bulk calls (NOTES.md: unbounded bursts are slower).
+#: Commands in flight at once in bulk calls (docs/beanstalkd.md: unbounded bursts are slower).
 DEFAULT_WINDOW = 256
 
 

@@ -18,8 +18,8 @@ Why it is shaped like this:
   refused before it is buffered, so a hostile server cannot exhaust memory. Any violation raises
   ``RemoteProtocolError`` and poisons the connection: every later call raises again.
 * After ``BAD_FORMAT``, ``UNKNOWN_COMMAND`` or ``EXPECTED_CRLF`` the server may read leftover
-  bytes as a new command (NOTES.md), so nothing after them can be trusted: the reply is returned,
-  then the connection reports ``ConnectionClosed`` and refuses new commands.
+  bytes as a new command (docs/beanstalkd.md), so nothing after them can be trusted: the reply
+  is returned, then the connection reports ``ConnectionClosed`` and refuses new commands.
 * EOF is ``receive_data(b"")``; ``next_event()`` then returns ``ConnectionClosed`` saying how many
   commands were left unanswered and whether a reply was cut short.
 """

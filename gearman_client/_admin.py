@@ -2,7 +2,7 @@
 records for its list replies.
 
 A server tells the two protocols apart by the first byte of a message: NUL starts a binary
-packet, anything else a text command line. What gearmand 1.1.20 really sends (NOTES.md and the
+packet, anything else a text command line. What gearmand 1.1.20 really sends (docs/gearman.md, the
 recorded transcript) is looser than the document, so the reader here is tolerant where the
 server is sloppy and strict where it matters:
 

@@ -55,7 +55,7 @@ RES = b"\0RES"
 HEADER_SIZE = 12
 #: Largest body accepted from a peer by default.
 DEFAULT_MAX_BODY_SIZE = 64 * 1024 * 1024
-#: gearmand keeps 64 bytes for a unique id including its NUL (NOTES.md: 64 is stored truncated).
+#: gearmand keeps 64 bytes for a unique id including its NUL (docs/gearman.md: 64 is cut).
 MAX_UNIQUE = 63
 #: Job handles are at most 64 bytes.
 MAX_HANDLE = 64

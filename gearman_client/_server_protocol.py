@@ -2,7 +2,7 @@
 
 Bytes in, requests out: binary packets (first byte NUL) and admin text lines (anything else),
 as gearmand tells them apart, message by message. Replies out: packets with ``\\0RES`` magic and
-admin text. What gearmand 1.1.20 does with bad input (NOTES.md, transcript), and so what this
+admin text. What gearmand 1.1.20 does with bad input (docs/gearman.md, transcript), and so what this
 core reports:
 
 * bad magic or an unknown packet type: gearmand closes the connection without a reply. Here

@@ -299,7 +299,7 @@ class AsyncTransport:
         At most ``window`` requests are unanswered at once and, with ``max_bytes``, at most that
         many bytes (``size(item)`` each): once half the window, or half the budget, has drained
         it queues more (fewer, larger writes), and a request larger than ``max_bytes`` goes
-        alone when nothing else is unanswered. NOTES.md says why: an unbounded burst is slower
+        alone when nothing else is unanswered. The docs say why: an unbounded burst is slower
         than a window (beanstalkd), and Workq 0.2.0 misreads a payload whose CR and LF straddle
         its 4096-byte read buffer (a byte budget of 4096 keeps them together).
 

@@ -60,7 +60,7 @@ DEFAULT_TTL = 86400.0
 #: Commands in flight at once in bulk calls.
 DEFAULT_WINDOW = 256
 #: Unanswered bytes at most in bulk calls: Workq 0.2.0 reads through a 4096-byte buffer and
-#: misreads a payload whose CR and LF straddle its end (NOTES.md); no more than that on the wire,
+#: misreads a payload whose CR and LF straddle its end (docs/workq.md); no more than that sent,
 #: and it never happens.
 DEFAULT_MAX_BYTES = 4096
 

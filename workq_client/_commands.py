@@ -4,7 +4,7 @@ Constructing a command validates it, so nothing invalid can reach the wire: ids 
 version 4 (they are generated when not given and written in canonical lower-case form), names
 must match ``[a-zA-Z0-9_.-]{1,255}`` (which keeps spaces, CR, LF and NUL -- command injection --
 out), payloads and results are at most 1 MiB, and every number must be in the range the Workq
-0.2.0 server accepts (NOTES.md). Numbers here are in the wire's units: milliseconds; the client
+0.2.0 server accepts (docs/workq.md). Numbers here are in the wire's units: milliseconds; the client
 API converts seconds.
 
 Each validation error is an :class:`InvalidArgument`: a ``LocalProtocolError`` that also carries
@@ -13,7 +13,7 @@ and client and server agree by construction.
 
 Each command class declares ``shape``: which success reply answers it (``_protocol.py`` reads the
 reply by that shape), and ``has_payload``: whether a data block follows the command line (a
-``-CLIENT-ERROR`` to such a command may leave the server out of step, NOTES.md).
+``-CLIENT-ERROR`` to such a command may leave the server out of step, docs/workq.md).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ __all__ = [
 MAX_PAYLOAD: Final = 1_048_576
 #: Largest time-to-run: 24 hours, in ms.
 MAX_TTR_MS: Final = 86_400_000
-#: Largest time-to-live: 30 days, in ms (NOTES.md; the document's 2**64-1 is wrong).
+#: Largest time-to-live: 30 days, in ms (docs/workq.md; the document's 2**64-1 is wrong).
 MAX_TTL_MS: Final = 2_592_000_000
 #: Largest wait-timeout of lease, run and result: 24 hours, in ms.
 MAX_WAIT_MS: Final = 86_400_000

@@ -1,6 +1,6 @@
 """What a Workq server can send: one frozen dataclass per reply shape.
 
-Every success reply starts with ``+`` and every error with ``-`` (NOTES.md: the document's bare
+Every success reply starts with ``+`` and every error with ``-`` (docs/workq.md: the document's bare
 ``OK`` lines are wrong). Each reply knows how to encode itself (the bundled server uses that); the
 client-role parser in ``_protocol.py`` builds them from bytes. Which shape answers which command
 is declared on the commands in ``_commands.py`` (``Command.shape``).

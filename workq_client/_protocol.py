@@ -16,10 +16,10 @@ Why it is shaped like this:
   value inside ``inspect job``/``jobs`` output, which may itself contain CRLF) are read by the
   length announced before them and must be followed by CRLF; a block over 1 MiB is refused
   before it is buffered. Any violation raises ``RemoteProtocolError`` and poisons the connection.
-* Workq 0.2.0's ``inspect server`` announces 2 keys and sends 3 (NOTES.md): the server record is
-  read past its announced count until its ``started`` key, or until the next reply begins.
+* Workq 0.2.0's ``inspect server`` sends 3 keys after announcing 2 (docs/workq.md): the server
+  record is read past its announced count until its ``started`` key, or until the next reply begins.
 * A ``-CLIENT-ERROR`` to a command that carried a data block may leave the server reading that
-  block as a new command and sending a second error (NOTES.md): the reply is returned, then the
+  block as a new command and sending a second error (docs/workq.md): the reply is returned, then the
   connection reports ``ConnectionClosed`` and refuses new commands. Open a new connection.
 * What a hostile server can make the client hold is bounded: an ``inspect`` reply may announce
   no more records than the command asked for (1, or its ``limit``), a record no more than
@@ -126,7 +126,7 @@ class Connection(InOrderClientCore):
         self._payload_size: int | None = None  # a "payload" value of this size comes next
 
     def send(self, command: Command) -> bytes:
-        """Record ``command`` as awaiting a reply and return its bytes (one write: NOTES.md
+        """Record ``command`` as awaiting a reply and return its bytes (one write: docs/workq.md
         says the server wants a command and its data block together).
 
         Raises:

@@ -4,12 +4,12 @@ The core (:class:`~workq_client._protocol.Connection`) turns commands into bytes
 replies, in order. The session gives each command a :class:`~jobwire._pending.Pending` in FIFO
 order, turns error replies into typed exceptions, and fails every waiting caller at once when the
 connection dies or can no longer be trusted (a ``-CLIENT-ERROR`` to a command that carried a data
-block: the server may read that block as a command and answer it, NOTES.md). The client then
+block: the server may read that block as a command and answer it, docs/workq.md). The client then
 opens a new connection for the next call instead of reading that stray reply.
 
 **Leases.** A ``lease`` sent cannot be taken back, and Workq has no way to give a leased job
 back either (no release; ``fail`` is final, ``delete`` destroys it). The real server hands the
-next job of one of the lease's names to it even when the connection is gone (NOTES.md). So a
+next job of one of the lease's names to it even when the connection is gone (docs/workq.md). So a
 lease whose caller gave up (cancelled, or out of time) is not dropped with its connection: the
 connection stays and its reply is still read, and a job in it goes to the :class:`LeaseDesk`
 of the client, which gives it to the next ``lease`` call naming its queue -- a call already

@@ -4,7 +4,7 @@ Every method takes the current time where it needs one and writes the packets it
 the ``out`` buffers of the connections concerned (a WORK_COMPLETE goes to every client attached
 to the job; a SUBMIT wakes sleeping workers with NOOP). ``_serve.py`` moves those bytes.
 
-Behaviour follows gearmand 1.1.20 as measured (NOTES.md, docs/gearman.md) with these deliberate
+Behaviour follows gearmand 1.1.20 as measured (docs/gearman.md) with these deliberate
 differences:
 
 * a SUBMIT_JOB_EPOCH job whose time comes wakes sleeping workers (gearmand 1.1.20 does not);

@@ -1,5 +1,5 @@
 """``serializer=`` on the Workq clients, against the bundled server (the real one is not packaged
-here; NOTES.md): payloads, results and errors as ``str`` and JSON, a value the serializer cannot
+here): payloads, results and errors as ``str`` and JSON, a value the serializer cannot
 write refused at the call with nothing sent, and one it cannot read reported with the job's id
 so the job can still be failed."""
 

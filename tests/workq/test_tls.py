@@ -79,7 +79,7 @@ async def test_async_add_lease_complete_over_tls(
 
 
 def test_reconnect_keeps_tls(tls_port: int, context: ssl.SSLContext, qname: str) -> None:
-    # A duplicate add ends the connection (NOTES.md); the next call opens a new one, over TLS
+    # A duplicate add ends the connection (docs/workq.md); the next call opens a new one, over TLS
     # (the port speaks nothing else).
     with Client(("localhost", tls_port), ssl=context, timeout=5) as client:
         job_id = str(uuid.uuid4())

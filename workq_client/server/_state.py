@@ -6,7 +6,7 @@ awaits. The caller passes the current time (``time.time()`` seconds: scheduled t
 wait-timeouts can be driven by a fake clock in unit tests, and a command runs to completion
 without another connection interleaving.
 
-The rules are Workq 0.2.0's as measured (NOTES.md, the transcript), except where it crashes,
+The rules are Workq 0.2.0's as measured (docs/workq.md, the transcript), except where it crashes,
 where it leases to closed connections and where it ignores max-fails (see docs/workq.md):
 
 * A queue exists once a job was added, scheduled or run under its name, or a ``lease`` named it.
