@@ -2,9 +2,10 @@
 
 A YAML library would be wrong here (docs/beanstalkd.md): in 1.12 ``os``, ``hostname`` and tube
 names are unquoted, so ``os: #1 SMP`` would read as a comment and a tube named ``1.10``,
-``yes`` or ``010`` would become a float, a bool or an octal. The rule instead: every value is a ``str`` with one
-pair of surrounding double quotes stripped, except under keys known to be numeric, which become
-``int`` (or ``float`` for the rusage times). Unknown keys from newer servers stay strings.
+``yes`` or ``010`` would become a float, a bool or an octal. The rule instead: every value is a
+``str`` with one pair of surrounding double quotes stripped, except under keys known to be
+numeric, which become ``int`` (or ``float`` for the rusage times). Unknown keys from newer
+servers stay strings.
 """
 
 from __future__ import annotations
