@@ -1,49 +1,73 @@
-"""Throughput of jobwire's Gearman clients against pygearman and a raw pipelined socket, side by
-side in one run against a real ``gearmand``.
+"""Throughput and client CPU of jobwire's Gearman clients against pygearman and a raw socket,
+side by side in one run against a real ``gearmand``.
 
-    .venv/bin/python benchmarks/gearman.py              # the full run (about a minute)
-    .venv/bin/python benchmarks/gearman.py --quick      # a smoke run with small counts
-    .venv/bin/python benchmarks/gearman.py --out /tmp/g.json
+    scripts/bench gearman                  # the full run (about 2 minutes on 2 cores)
+    scripts/bench gearman --quick          # a smoke run with small counts (results/quick/)
+    .venv/bin/python benchmarks/gearman.py --scenarios fg_1 --out /tmp/g.json
 
 Scenarios (N jobs each):
 
 * ``bg_single``: background submits one at a time (send, wait for JOB_CREATED, repeat).
 * ``bg_bulk``: background submits in bulk: jobwire's ``submit_background_many`` (window 512),
   pygearman's ``submit_multiple_jobs(background=True)``, raw: every packet in one write.
+
+The raw socket writes the packets jobwire writes, built before the clock starts, and counts
+the reply packets it waits for by their headers: the floor of what any client costs.
 * ``fg_1``: foreground round trips, one in flight, with one worker.
 * ``fg_100``: foreground jobs with 100 in flight, one worker (jobwire sync: ``submit_many``
   with a window of 100; jobwire async: 100 tasks calling ``submit``; pygearman: batches of 100
   via ``submit_multiple_jobs``; raw: batches of 100 pipelined).
 
-How it measures: every timed run gets its own ``gearmand`` on a free 127.0.0.1 port, a fresh
-function name and fresh connections set up before the clock starts. The foreground scenarios use
-the same worker for every client: libgearman's own ``gearman -w -f FUNC`` (C; it answers each job
-with an empty result), or, without gearman-tools, a raw-socket worker process on jobwire's
-Sans-IO core. Each client is run ``--repeats`` times round-robin; the table shows the best run
-and the ratios the issue asks about. On a 2-core machine client, worker and gearmand share the
-CPUs, so the foreground numbers mostly measure gearmand and the worker.
+How it measures (``_harness``): every timed run gets its own ``gearmand`` on a free 127.0.0.1
+port, a fresh function name and fresh connections, set up before the clock starts, after a
+short untimed warm-up run of the same client on that server. The foreground scenarios use the
+same worker for every client, registered before the clock starts: libgearman's own
+``gearman -w -f FUNC`` (C; it answers each job with an empty result), or, without
+gearman-tools, a raw-socket worker process on jobwire's Sans-IO core. Each client runs
+``--repeats`` times round-robin; the best run counts (highest ops/s, lowest client CPU per
+operation). Client CPU is this process's; server CPU is gearmand's (the worker's is not
+counted). On a 2-core machine client, worker and gearmand share the CPUs, so the foreground
+numbers measure gearmand and the worker as much as the clients.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import platform
-import shutil
+import importlib
+import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
-from _harness import free_port
+from _harness import (
+    HOST,
+    ROOT,
+    Bench,
+    Clock,
+    Process,
+    Sample,
+    arguments,
+    choose,
+    environment,
+    find_binary,
+    finish,
+    free_port,
+    server_version,
+    spawn,
+    stop_process,
+    terminate,
+    timed,
+    write_document,
+)
+from _harness import Spec as _Spec
 
-ROOT = Path(__file__).resolve().parent.parent
 # This file is called gearman.py: keep its folder off the path so ``import gearman`` finds
 # pygearman, not this script.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
@@ -51,13 +75,17 @@ sys.path.insert(0, str(ROOT))
 
 from gearman_client import AsyncClient, Client  # noqa: E402
 from gearman_client import _packets as pk  # noqa: E402
-from gearman_client._events import NEED_DATA, Answer  # noqa: E402
 from gearman_client._protocol import Connection  # noqa: E402
 
+pygearman: Any
 try:
-    import gearman as pygearman  # type: ignore[import-untyped]
+    pygearman = importlib.import_module("gearman")  # pygearman (untyped)
 except ImportError:  # pragma: no cover
     pygearman = None
+
+PROTOCOL = "gearman"
+FG_WINDOW = 100  #: jobs in flight in fg_100
+JOB_CREATED, WORK_COMPLETE, ERROR = 8, 13, 19  #: reply packet types the raw socket reads
 
 WORKER_SCRIPT = r"""
 import socket, sys
@@ -90,255 +118,304 @@ while True:
 """
 
 
+# -- gearmand and its worker -------------------------------------------------------------------
+
+
 class Gearmand:
+    """A ``gearmand`` on a free loopback port, and at most one worker process."""
+
     def __init__(self) -> None:
-        binary = shutil.which("gearmand") or "/usr/sbin/gearmand"
-        self.port = free_port()
-        self.proc = subprocess.Popen(
-            [binary, "--listen=127.0.0.1", f"--port={self.port}", "--log-file=none",
-             "--threads=0"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.02)
-        self.url = f"gearman://127.0.0.1:{self.port}"
+        port = free_port()
+        self.process: Process = spawn(
+            "gearmand",
+            [find_binary("gearmand", "gearman-job-server"), f"--listen={HOST}", f"--port={port}",
+             "--log-file=none", "--threads=0"], port)
+        self.port = port
+        self.url = f"gearman://{HOST}:{port}"
         self.worker: subprocess.Popen[bytes] | None = None
 
     def start_worker(self, function: str) -> None:
-        tool = shutil.which("gearman")
-        if tool:
-            command = [tool, "-h", "127.0.0.1", "-p", str(self.port), "-w", "-f", function]
-        else:
+        """Start the worker for ``function``; return once gearmand counts it as available."""
+        try:
+            tool = find_binary("gearman", "gearman-tools")
+            command = [tool, "-h", HOST, "-p", str(self.port), "-w", "-f", function]
+        except SystemExit:
             command = [sys.executable, "-c", WORKER_SCRIPT, str(self.port), function, str(ROOT)]
         self.worker = subprocess.Popen(command, stdout=subprocess.DEVNULL)
-        time.sleep(0.3)
+        deadline = time.monotonic() + 10
+        while self.available_workers(function) < 1:
+            if self.worker.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the worker for {function} did not register")
+            time.sleep(0.005)
+
+    def available_workers(self, function: str) -> int:
+        """The workers gearmand lists for ``function`` (admin ``status``)."""
+        with socket.create_connection((HOST, self.port), timeout=5) as sock:
+            sock.sendall(b"status\n")
+            data = b""
+            while not (data == b".\n" or data.endswith(b"\n.\n")):
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        for line in data.decode().splitlines():
+            fields = line.split("\t")
+            if len(fields) == 4 and fields[0] == function:
+                return int(fields[3])
+        return 0
+
+    def cpu_seconds(self) -> float | None:
+        return self.process.cpu_seconds()
 
     def stop(self) -> None:
-        for proc in (self.worker, self.proc):
-            if proc is not None and proc.poll() is None:
-                proc.terminate()
-                proc.wait(5)
+        if self.worker is not None:
+            stop_process(self.worker)
+        self.process.stop()
 
 
-# -- the clients --------------------------------------------------------------------------------
+# -- the clients: (gearmand, function, n) -> Sample --------------------------------------------
 
 
-def raw_socket(g: Gearmand) -> tuple[socket.socket, Connection]:
-    sock = socket.create_connection(("127.0.0.1", g.port))
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return sock, Connection()
+class Raw:
+    """A blocking socket writing prebuilt packets and counting the reply packets of one type
+    by their 12-byte headers (an ERROR packet raises): the floor of what any client costs."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection((HOST, port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = bytearray()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def count(self, kind: int, n: int) -> None:
+        """Read until ``n`` packets of type ``kind`` have arrived."""
+        buf = self.buf
+        got = pos = 0
+        while got < n:
+            if len(buf) - pos >= 12:
+                ptype, size = struct.unpack_from(">II", buf, pos + 4)
+                if len(buf) - pos >= 12 + size:
+                    if ptype == kind:
+                        got += 1
+                    elif ptype == ERROR:
+                        raise RuntimeError(f"gearmand: {bytes(buf[pos + 12 : pos + 12 + size])!r}")
+                    pos += 12 + size
+                    continue
+            del buf[:pos]
+            pos = 0
+            data = self.sock.recv(1 << 18)
+            if not data:
+                raise ConnectionError("gearmand closed the connection")
+            buf += data
+        del buf[:pos]
 
 
-def raw_collect(sock: socket.socket, conn: Connection, want: Callable[[Any], bool], n: int) -> None:
-    got = 0
-    while got < n:
-        conn.receive_data(sock.recv(1 << 18))
-        while (event := conn.next_event()) is not NEED_DATA:
-            if want(event):
-                got += 1
-
-
-def is_created(event: Any) -> bool:
-    return isinstance(event, Answer) and isinstance(event.reply, pk.JobCreated)
-
-
-def is_complete(event: Any) -> bool:
-    return isinstance(event, pk.WorkComplete)
-
-
-def run_raw(scenario: str, g: Gearmand, fn: str, n: int) -> Callable[[], None]:
-    sock, conn = raw_socket(g)
+def measure_raw(scenario: str, g: Gearmand, fn: str, n: int) -> Sample:
+    raw = Raw(g.port)
     f = fn.encode()
+    bg = Connection().send(pk.SubmitJobBg(f, b"", b"x"))  # the bytes jobwire writes
+    fg = Connection().send(pk.SubmitJob(f, b"", b"x"))
 
     def go() -> None:
         if scenario == "bg_single":
             for _ in range(n):
-                sock.sendall(conn.send(pk.SubmitJobBg(f, b"", b"x")))
-                raw_collect(sock, conn, is_created, 1)
+                raw.sock.sendall(bg)
+                raw.count(JOB_CREATED, 1)
         elif scenario == "bg_bulk":
-            sock.sendall(b"".join(conn.send(pk.SubmitJobBg(f, b"", b"x")) for _ in range(n)))
-            raw_collect(sock, conn, is_created, n)
+            raw.sock.sendall(bg * n)
+            raw.count(JOB_CREATED, n)
         elif scenario == "fg_1":
             for _ in range(n):
-                sock.sendall(conn.send(pk.SubmitJob(f, b"", b"x")))
-                raw_collect(sock, conn, is_complete, 1)
+                raw.sock.sendall(fg)
+                raw.count(WORK_COMPLETE, 1)
         else:
-            for _ in range(n // 100):
-                sock.sendall(b"".join(conn.send(pk.SubmitJob(f, b"", b"x")) for _ in range(100)))
-                raw_collect(sock, conn, is_complete, 100)
+            for _ in range(n // FG_WINDOW):
+                raw.sock.sendall(fg * FG_WINDOW)
+                raw.count(WORK_COMPLETE, FG_WINDOW)
 
-    return go
-
-
-def run_sync(scenario: str, g: Gearmand, fn: str, n: int) -> Callable[[], None] | None:
-    client = Client(g.url, timeout=60)
-    client.echo(b"connect")
-
-    def go() -> None:
-        if scenario == "bg_single":
-            for _ in range(n):
-                client.submit_background(fn, b"x")
-        elif scenario == "bg_bulk":
-            client.submit_background_many([(fn, b"x")] * n)
-        elif scenario == "fg_1":
-            for _ in range(n):
-                client.submit(fn, b"x")
-        else:
-            client.submit_many([(fn, b"x")] * n, window=100)
-
-    return go
+    try:
+        return timed(g, n, go)
+    finally:
+        raw.close()
 
 
-def run_async(scenario: str, g: Gearmand, fn: str, n: int) -> Callable[[], None]:
-    async def main() -> None:
-        async with AsyncClient(g.url, timeout=60) as client:
-            await client.echo(b"connect")
-            start = time.perf_counter()
+def measure_sync(scenario: str, g: Gearmand, fn: str, n: int) -> Sample:
+    with Client(g.url, timeout=60) as client:
+        client.echo(b"connect")
+
+        def go() -> None:
             if scenario == "bg_single":
                 for _ in range(n):
-                    await client.submit_background(fn, b"x")
+                    client.submit_background(fn, b"x")
             elif scenario == "bg_bulk":
-                await client.submit_background_many([(fn, b"x")] * n)
+                client.submit_background_many([(fn, b"x")] * n)
             elif scenario == "fg_1":
                 for _ in range(n):
-                    await client.submit(fn, b"x")
+                    client.submit(fn, b"x")
             else:
-                async def lane(count: int) -> None:
-                    for _ in range(count):
-                        await client.submit(fn, b"x")
+                client.submit_many([(fn, b"x")] * n, window=FG_WINDOW)
 
-                async with anyio.create_task_group() as tg:
-                    for _ in range(100):
-                        tg.start_soon(lane, n // 100)
-            timings.append(time.perf_counter() - start)
-
-    timings: list[float] = []
-
-    def go() -> None:
-        anyio.run(main)
-
-    go.timings = timings  # type: ignore[attr-defined]
-    return go
+        return timed(g, n, go)
 
 
-def run_pygearman(scenario: str, g: Gearmand, fn: str, n: int) -> Callable[[], None] | None:
+async def _measure_async(scenario: str, g: Gearmand, fn: str, n: int) -> Sample:
+    async with AsyncClient(g.url, timeout=60) as client:
+        await client.echo(b"connect")
+        clock = Clock(g)
+        clock.start()
+        if scenario == "bg_single":
+            for _ in range(n):
+                await client.submit_background(fn, b"x")
+        elif scenario == "bg_bulk":
+            await client.submit_background_many([(fn, b"x")] * n)
+        elif scenario == "fg_1":
+            for _ in range(n):
+                await client.submit(fn, b"x")
+        else:
+            async def lane(count: int) -> None:
+                for _ in range(count):
+                    await client.submit(fn, b"x")
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(FG_WINDOW):
+                    tg.start_soon(lane, n // FG_WINDOW)
+        clock.stop()
+        return clock.sample(n)
+
+
+def measure_async(scenario: str, g: Gearmand, fn: str, n: int) -> Sample:
+    result: Sample = anyio.run(_measure_async, scenario, g, fn, n, backend="asyncio")
+    return result
+
+
+def measure_pygearman(scenario: str, g: Gearmand, fn: str, n: int) -> Sample:
     if pygearman is None:
-        return None
-    client = pygearman.GearmanClient([f"127.0.0.1:{g.port}"])
+        raise ModuleNotFoundError("No module named 'gearman'")
+    client = pygearman.GearmanClient([f"{HOST}:{g.port}"])
+    for connection in client.connection_list:  # connect before the clock starts
+        client.establish_connection(connection)
 
     def go() -> None:
         if scenario == "bg_single":
             for _ in range(n):
                 request = client.submit_job(fn, "x", background=True, wait_until_complete=False,
                                             poll_timeout=60)
-                assert request.job.handle
+                if not request.job.handle:
+                    raise RuntimeError("pygearman: no job handle")
         elif scenario == "bg_bulk":
             done = client.submit_multiple_jobs([{"task": fn, "data": "x"}] * n, background=True,
                                                wait_until_complete=False, poll_timeout=60)
-            assert all(r.job.handle for r in done)
+            if not all(r.job.handle for r in done):
+                raise RuntimeError("pygearman: a job without a handle")
         elif scenario == "fg_1":
             for _ in range(n):  # without poll_timeout pygearman 0.2.6 does not wait at all
-                assert client.submit_job(fn, "x", poll_timeout=60).state == "COMPLETE"
+                if client.submit_job(fn, "x", poll_timeout=60).state != "COMPLETE":
+                    raise RuntimeError("pygearman: a job did not complete")
         else:
-            for _ in range(n // 100):
+            for _ in range(n // FG_WINDOW):
                 done = client.submit_multiple_jobs(
-                    [{"task": fn, "data": "x"} for _ in range(100)], poll_timeout=60
-                )
-                assert all(r.state == "COMPLETE" for r in done)
+                    [{"task": fn, "data": "x"} for _ in range(FG_WINDOW)], poll_timeout=60)
+                if not all(r.state == "COMPLETE" for r in done):
+                    raise RuntimeError("pygearman: a job did not complete")
 
-    return go
+    try:
+        return timed(g, n, go)
+    finally:
+        client.shutdown()
 
 
-CLIENTS: dict[str, Callable[..., Any]] = {
-    "jobwire-sync": run_sync,
-    "jobwire-async": run_async,
-    "pygearman": run_pygearman,
-    "raw-pipelined": run_raw,
+# -- the plan ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Run:
+    """One client in one scenario: ``run(gearmand, function, n)``."""
+
+    scenario: str
+    client: Callable[[str, Gearmand, str, int], Sample]
+
+    def __call__(self, g: Gearmand, fn: str, n: int) -> Sample:
+        return self.client(self.scenario, g, fn, n)
+
+
+Spec = _Spec[Run]
+
+SCENARIOS: dict[str, str] = {
+    "bg_single": "background submit, one at a time",
+    "bg_bulk": "background submit, bulk",
+    "fg_1": "foreground round trip, 1 in flight",
+    "fg_100": f"foreground, {FG_WINDOW} in flight",
 }
 
 
-def measure(scenario: str, client: str, n: int) -> float | None:
+def plan(quick: bool) -> dict[str, list[Spec]]:
+    """Counts aim at about one second per timed run on a small 2-core VM; ``quick`` takes a
+    fifth (at least 200; fg_100 a multiple of 100)."""
+
+    def k(full: int) -> int:
+        return max(full // 5 // FG_WINDOW * FG_WINDOW, 200) if quick else full
+
+    counts = {"bg_single": k(5_000), "bg_bulk": k(50_000), "fg_1": k(3_000),
+              "fg_100": k(20_000)}
+    out: dict[str, list[Spec]] = {}
+    for scenario, n in counts.items():
+        out[scenario] = [
+            Spec("jobwire-sync", "jobwire Client", Run(scenario, measure_sync), n,
+                 baseline=(scenario, "pygearman")),
+            Spec("jobwire-async", "jobwire AsyncClient (asyncio)",
+                 Run(scenario, measure_async), n, baseline=(scenario, "pygearman")),
+            Spec("pygearman", "pygearman 0.2.6", Run(scenario, measure_pygearman), n,
+                 baseline=(scenario, "raw"), may_fail=True),
+            Spec("raw", "raw socket (prebuilt packets)", Run(scenario, measure_raw), n),
+        ]
+    return out
+
+
+def once(spec: Spec) -> Sample:
+    """One timed run on a fresh gearmand (with its worker for the foreground scenarios),
+    after a short untimed warm-up run on it."""
     g = Gearmand()
     try:
         fn = f"b-{uuid.uuid4().hex[:8]}"
+        scenario = spec.measure.scenario
         if scenario.startswith("fg"):
             g.start_worker(fn)
-        go = CLIENTS[client](scenario, g, fn, n)
-        if go is None:
-            return None
-        start = time.perf_counter()
-        go()
-        elapsed = time.perf_counter() - start
-        timings = getattr(go, "timings", None)
-        if timings:  # the async client: time inside the event loop, not its start-up
-            elapsed = timings[-1]
-        return n / elapsed
+        spec.measure(g, fn, FG_WINDOW if scenario == "fg_100" else max(spec.n // 20, 20))
+        return spec.measure(g, fn, spec.n)
     finally:
         g.stop()
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "gearman.json"))
-    parser.add_argument("--scenarios", default="bg_single,bg_bulk,fg_1,fg_100",
-                        help="comma-separated subset to run")
-    args = parser.parse_args()
-    counts = {"bg_single": 5000, "bg_bulk": 50000, "fg_1": 3000, "fg_100": 20000}
-    counts = {k: v for k, v in counts.items() if k in args.scenarios.split(",")}
-    if args.quick:
-        counts = {k: max(v // 20, 100) for k, v in counts.items()}
-        args.repeats = 1
-    results: dict[str, dict[str, float | None]] = {}
-    for scenario, n in counts.items():
-        best: dict[str, float | None] = dict.fromkeys(CLIENTS)
-        for _ in range(args.repeats):
-            for client in CLIENTS:
-                rate = measure(scenario, client, n)
-                previous = best[client]
-                if rate is not None and (previous is None or rate > previous):
-                    best[client] = rate
-        results[scenario] = best
-    print(f"{'scenario':<11}" + "".join(f"{c:>16}" for c in CLIENTS) + "   (jobs/s, best run)")
-    for scenario, best in results.items():
-        cells = "".join(f"{'-' if v is None else f'{v:,.0f}':>16}" for v in best.values())
-        print(f"{scenario:<11}{cells}")
-    ratios: dict[str, float | None] = {}
+# -- main --------------------------------------------------------------------------------------
 
-    def ratio(name: str, a: float | None, b: float | None) -> None:
-        ratios[name] = None if a is None or b is None else a / b
 
-    empty: dict[str, float | None] = dict.fromkeys(CLIENTS)
-    bulk, fg1 = results.get("bg_bulk", empty), results.get("fg_1", empty)
-    ratio("bg_bulk sync / raw (target >= 0.5)", bulk["jobwire-sync"], bulk["raw-pipelined"])
-    ratio("bg_bulk async / raw (target >= 0.5)", bulk["jobwire-async"], bulk["raw-pipelined"])
-    ratio("bg_bulk sync / pygearman (target >= 1)", bulk["jobwire-sync"], bulk["pygearman"])
-    ratio("bg_bulk async / pygearman (target >= 1)", bulk["jobwire-async"], bulk["pygearman"])
-    ratio("fg_1 sync / pygearman (target >= 1.3)", fg1["jobwire-sync"], fg1["pygearman"])
-    ratio("fg_1 async / pygearman (target >= 1.3)", fg1["jobwire-async"], fg1["pygearman"])
-    fg100 = results.get("fg_100", empty)
-    ratio("fg_100 sync / pygearman", fg100["jobwire-sync"], fg100["pygearman"])
-    ratio("fg_100 async / pygearman", fg100["jobwire-async"], fg100["pygearman"])
-    print()
-    for name, value in ratios.items():
-        print(f"{name:<45} {'-' if value is None else f'{value:.2f}x'}")
-    version = subprocess.run([shutil.which("gearmand") or "/usr/sbin/gearmand", "--version"],
-                             capture_output=True, text=True).stdout.strip()
-    out = {
-        "counts": counts, "repeats": args.repeats, "jobs_per_second": results, "ratios": ratios,
-        "gearmand": version, "python": platform.python_version(), "cpus": os.cpu_count(),
-        "pygearman": None if pygearman is None else getattr(pygearman, "__version__", "0.2.6"),
-    }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
-    print(f"\nwrote {args.out}")
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = arguments(PROTOCOL, "Benchmark jobwire's Gearman clients against pygearman and a "
+                       "raw socket on a real gearmand.", SCENARIOS)
+    args = parser.parse_args(argv)
+    scenarios, clients, repeats, out = choose(args, PROTOCOL, SCENARIOS)
+    signal.signal(signal.SIGTERM, terminate)
+
+    wall = time.perf_counter()
+    version = server_version([find_binary("gearmand", "gearman-job-server"), "--version"])
+    env = environment({"gearmand": version.split(" - ")[0]}, ["pygearman"])
+    print(f"# gearman benchmark{' (quick)' if args.quick else ''}")
+    print(f"{env['cpu_count']} CPUs ({env['cpu_model']}), Python {env['python']}, "
+          f"{env['gearmand']}")
+    print(f"best of {repeats} timed run(s) per row; ops/s = jobs per second; each run on a "
+          "fresh gearmand on 127.0.0.1\n")
+    bench = Bench(repeats, once)
+    order = bench.run(plan(args.quick), SCENARIOS, scenarios, clients)
+    elapsed = time.perf_counter() - wall
+    document = write_document(out, PROTOCOL, env, {
+        "quick": args.quick, "repeats": repeats, "payload_bytes": 1,
+        "fg_window": FG_WINDOW, "worker": "gearman -w (libgearman, C)",
+        "scenarios": {s: SCENARIOS[s] for s in scenarios},
+        "clients": sorted(clients) or "all",
+        "wall_time_s": round(elapsed, 1),
+    }, order)
+    finish(PROTOCOL, document, order)
+    print(f"\nwall time {elapsed:.0f} s")
     return 0
 
 

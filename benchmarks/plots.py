@@ -118,8 +118,8 @@ Parsed = tuple[str, list[Group], list[str], str]
 
 def _listed(doc: Mapping[str, Any], where: str, value_key: str, titles: Mapping[str, str],
             units: Mapping[str, str] | None = None) -> tuple[list[Group], list[str]]:
-    """``results`` as a list of ``{scenario, client, label, <value_key>}`` (beanstalk, qless,
-    spark): one group per scenario, in ``titles`` order, then any others; ``units`` by
+    """``results`` as a list of ``{scenario, client, label, <value_key>}`` (every benchmark
+    but soak): one group per scenario, in ``titles`` order, then any others; ``units`` by
     scenario (default ops/s)."""
     rows = _get(doc, "results", list, where)
     groups: dict[str, list[Bar]] = {}
@@ -151,60 +151,26 @@ def parse_beanstalk(doc: Mapping[str, Any]) -> Parsed:
     return "beanstalk: jobwire, greenstalk, aiostalk and a raw socket", groups, notes, caption
 
 
-GEARMAN_SCENARIOS = {
-    "bg_single": "background submit, one at a time",
-    "bg_bulk": "background submit, bulk",
-    "fg_1": "foreground round trip, 1 in flight",
-    "fg_100": "foreground, 100 in flight",
-}
-
-
 def parse_gearman(doc: Mapping[str, Any]) -> Parsed:
     where = "gearman.json"
-    table = _get(doc, "jobs_per_second", Mapping, where)
-    groups: list[Group] = []
-    notes: list[str] = []
-    for scenario in list(GEARMAN_SCENARIOS) + [s for s in table if s not in GEARMAN_SCENARIOS]:
-        if scenario not in table:
-            continue
-        clients = _get(table, scenario, Mapping, where)
-        bars = []
-        for client, value in clients.items():
-            if value is None:
-                notes.append(f"{client} ({scenario}): no result")
-                continue
-            bars.append(Bar(client, _number(value, f"{where}: {scenario}.{client}"),
-                            _kind(client, client)))
-        groups.append(Group(GEARMAN_SCENARIOS.get(scenario, scenario), bars, "jobs/s"))
-    caption = (f"best of {doc.get('repeats', '?')} runs; {doc.get('gearmand', 'gearmand')}; "
-               f"python {doc.get('python', '?')}, {doc.get('cpus', '?')} CPUs")
+    config = _get(doc, "config", Mapping, where)
+    groups, notes = _listed(doc, where, "best_ops_per_s", config.get("scenarios", {}))
+    env = doc.get("environment", {})
+    caption = (f"{config.get('statistic', 'best of the timed runs')}; repeats "
+               f"{config.get('repeats', '?')}; "
+               f"{_env_line(env, 'gearmand', 'python', 'cpu_count', 'cpu_model')}")
     return "Gearman: jobwire, pygearman and a raw socket", groups, notes, caption
-
-
-WORKQ_SCENARIOS = {
-    "add": "add, one at a time",
-    "add_pipelined": "add, pipelined",
-    "lease_complete": "lease + complete",
-}
 
 
 def parse_workq(doc: Mapping[str, Any]) -> Parsed:
     where = "workq.json"
-    table = _get(doc, "results", Mapping, where)
-    groups: list[Group] = []
-    for scenario in list(WORKQ_SCENARIOS) + [s for s in table if s not in WORKQ_SCENARIOS]:
-        if scenario not in table:
-            continue
-        clients = _get(table, scenario, Mapping, where)
-        bars = [
-            Bar(client, _number(_get(row, "best_ops_s", (int, float), f"{where}: {scenario}"),
-                                f"{where}: {scenario}.{client}"), _kind(client, client))
-            for client, row in clients.items()
-        ]
-        groups.append(Group(WORKQ_SCENARIOS.get(scenario, scenario), bars))
-    caption = (f"best of {doc.get('repeats', '?')} runs; {doc.get('server', 'bundled server')}; "
-               f"python {doc.get('python', '?')}, {doc.get('cpus', '?')} CPUs")
-    return "Workq: jobwire sync, async and a raw socket", groups, [], caption
+    config = _get(doc, "config", Mapping, where)
+    groups, notes = _listed(doc, where, "best_ops_per_s", config.get("scenarios", {}))
+    env = doc.get("environment", {})
+    caption = (f"{config.get('statistic', 'best of the timed runs')}; repeats "
+               f"{config.get('repeats', '?')}; the bundled Workq server; "
+               f"{_env_line(env, 'python', 'cpu_count', 'cpu_model')}")
+    return "Workq: jobwire sync, async and a raw socket", groups, notes, caption
 
 
 def parse_qless(doc: Mapping[str, Any]) -> Parsed:
@@ -245,7 +211,7 @@ PARSERS: dict[str, Callable[[Mapping[str, Any]], Parsed]] = {
     "spark": parse_spark,
 }
 #: The order of the charts on the page.
-ORDER = ["beanstalk", "gearman", "workq", "qless", "spark", "soak"]
+ORDER = ["beanstalk", "gearman", "workq", "qless", "spark", "soak", "scaling"]
 
 
 # -- drawing ----------------------------------------------------------------------------------
@@ -358,6 +324,127 @@ def render_soak(doc: Mapping[str, Any]) -> tuple[str, bytes, str, list[str]]:
     return title, _png(fig), "\n".join(lines), []
 
 
+#: The scans of ``scaling.json`` in page order: (title, x axis, throughput key and axis, CPU
+#: axis). ``idle_connections`` has its own keys (RSS and bytes per connection).
+SCALING_SCANS: dict[str, tuple[str, str, str, str, str]] = {
+    "body_size": ("body size", "body bytes", "best_mb_per_s", "MB/s of body",
+                  "client CPU µs per MB"),
+    "concurrency": ("one AsyncWorker connection, 10 ms handler", "concurrency",
+                    "best_ops_per_s", "jobs/s", "client CPU µs per job"),
+    "watched_tubes": ("beanstalk reserve + delete, N watched tubes", "watched tubes",
+                      "best_ops_per_s", "ops/s", "client CPU µs per op"),
+    "lease_names": ("Workq lease with N names + delete", "lease names", "best_ops_per_s",
+                    "ops/s", "client CPU µs per op"),
+    "idle_connections": ("idle connections held by a server", "idle connections",
+                         "server_rss_kib", "server RSS (MiB)", "bytes per connection"),
+}
+SCALING_COLOURS = ["#3f51b5", "#e91e63", "#009688", "#ff9800", "#795548", "#9c27b0"]
+
+
+def _size(value: float) -> str:
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if value >= scale:
+            return f"{value / scale:g} {unit}"
+    return f"{value:g} B"
+
+
+def render_scaling(doc: Mapping[str, Any]) -> tuple[str, bytes, str, list[str]]:
+    """``scaling.json``: per scan, throughput (left) and cost (right) against a log x; jobwire
+    solid, the raw socket dashed, one colour per system and server."""
+    where = "scaling.json"
+    config = _get(doc, "config", Mapping, where)
+    series = _get(doc, "series", list, where)
+    by_scan: dict[str, list[tuple[str, str, list[tuple[float, float, float | None]]]]] = {}
+    table = ["| scan | series | x | result | client CPU µs/op |", "|---|---|--:|--:|--:|"]
+    for i, line in enumerate(series):
+        at = f"{where}: series[{i}]"
+        scan = _get(line, "scan", str, at)
+        if scan not in SCALING_SCANS:
+            raise BadResults(f"{at}: unknown scan {scan!r}")
+        label = _get(line, "label", str, at)
+        client = str(line.get("client", ""))
+        _, _, key, unit, _ = SCALING_SCANS[scan]
+        points = []
+        for j, point in enumerate(_get(line, "points", list, at)):
+            here = f"{at}.points[{j}]"
+            x = _number(_get(point, "x", (int, float), here), here)
+            value = _number(_get(point, key, (int, float), here), here)
+            if scan == "idle_connections":
+                value /= 1024
+                cost: float | None = _number(
+                    _get(point, "bytes_per_connection", (int, float), here), here)
+                table.append(f"| {scan} | {label} | {x:,.0f} | {_fmt(value)} MiB RSS, "
+                             f"{cost:,.0f} B/connection | |")
+            else:
+                cpu = _number(_get(point, "client_cpu_us_per_op", (int, float), here), here)
+                cost = cpu / (x / 1e6) if scan == "body_size" else cpu
+                shown = f"{_size(x)}" if scan == "body_size" else f"{x:,.0f}"
+                table.append(f"| {scan} | {label} | {shown} | {_fmt(value)} {unit} "
+                             f"| {_fmt(cpu)} |")
+            points.append((x, value, cost))
+        if points:
+            by_scan.setdefault(scan, []).append((label, client, points))
+    scans = [s for s in SCALING_SCANS if s in by_scan]
+    if not scans:
+        raise BadResults(f"{where}: no results to plot")
+    plt = _pyplot()
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    fig, axes = plt.subplots(len(scans), 2, figsize=(11, 3.1 * len(scans) + 0.6),
+                             squeeze=False)
+    numbers = FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}")
+    sizes = FuncFormatter(lambda v, _: _size(v))
+    for row, scan in zip(axes, scans, strict=True):
+        title, x_name, _, unit, cost_unit = SCALING_SCANS[scan]
+        rate, cost = row
+        colours: dict[str, str] = {}
+        for label, client, points in by_scan[scan]:
+            group = label.rsplit(", ", 1)[0] if scan == "body_size" else label.split(" -> ")[-1]
+            colour = colours.setdefault(group, SCALING_COLOURS[len(colours)
+                                                               % len(SCALING_COLOURS)])
+            raw = client == "raw" or "raw" in label.lower()
+            style = {"color": colour, "linestyle": "--" if raw else "-",
+                     "marker": "x" if raw else "o", "markersize": 4, "linewidth": 1.3}
+            xs = [p[0] for p in points]
+            rate.plot(xs, [p[1] for p in points], label=label, **style)
+            costs = [(p[0], p[2]) for p in points if p[2] is not None and p[2] > 0]
+            if costs:
+                cost.plot([c[0] for c in costs], [c[1] for c in costs], label=label, **style)
+        if scan == "concurrency":
+            xs = sorted({p[0] for _, _, points in by_scan[scan] for p in points})
+            rate.plot(xs, [x / float(config.get("handler_s", 0.01)) for x in xs],
+                      color="#9e9e9e", linestyle=":", label="ideal: concurrency / handler time")
+        ticks = sorted({p[0] for _, _, points in by_scan[scan] for p in points})
+        for ax, name in ((rate, unit), (cost, cost_unit)):
+            ax.set_xscale("log")
+            ax.set_xticks(ticks)
+            ax.xaxis.set_major_formatter(sizes if scan == "body_size" else numbers)
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            low, high = ax.dataLim.y0, ax.dataLim.y1
+            if low > 0 and high / low > 20:
+                ax.set_yscale("log")
+                ax.yaxis.set_minor_formatter(NullFormatter())
+            else:
+                ax.set_ylim(0, high * 1.15 if high > 0 else 1)
+            ax.yaxis.set_major_formatter(numbers)
+            ax.set_xlabel(x_name, fontsize=8)
+            ax.set_ylabel(name, fontsize=8)
+            ax.tick_params(labelsize=7)
+            ax.grid(alpha=0.3)
+        rate.set_title(title, fontsize=9, loc="left")
+        rate.legend(fontsize=6, frameon=False)
+    env = doc.get("environment", {})
+    title = "How cost grows: jobwire against a raw socket"
+    fig.suptitle(title, x=0.01, ha="left", fontsize=11)
+    caption = (f"{config.get('statistic', 'best of the timed runs')}; repeats "
+               f"{config.get('repeats', '?')}{', quick run' if config.get('quick') else ''}; "
+               f"solid: jobwire, dashed: raw socket; "
+               f"{_env_line(env, 'python', 'cpu_count', 'cpu_model')}")
+    fig.text(0.01, 0.0, caption, fontsize=7, color="#555555", ha="left", va="top", wrap=True)
+    fig.tight_layout(rect=(0, 0.01, 1, 0.98))
+    return title, _png(fig), "\n".join(table), []
+
+
 def render(name: str, doc: Mapping[str, Any]) -> Chart:
     """Draw the results file ``<name>.json`` (already parsed).
 
@@ -367,8 +454,8 @@ def render(name: str, doc: Mapping[str, Any]) -> Chart:
     """
     if not isinstance(doc, Mapping):
         raise BadResults(f"{name}.json: not a JSON object")
-    if name == "soak":
-        title, png, table, notes = render_soak(doc)
+    if name in ("soak", "scaling"):
+        title, png, table, notes = (render_soak if name == "soak" else render_scaling)(doc)
         return Chart(name, f"{name}.json", title, png, table, notes)
     title, groups, notes, caption = PARSERS[name](doc)
     if not any(g.bars for g in groups):

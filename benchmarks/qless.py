@@ -3,9 +3,9 @@ trip of the same ``EVALSHA`` on one connection (and qless-py 0.11.4 where it wor
 side in one run against a real ``redis-server``.
 
     scripts/bench qless                   # the full run (about 90 s on 2 cores)
-    scripts/bench qless --quick           # a smoke run with small counts (about 10 s)
+    scripts/bench qless --quick           # a smoke run with small counts (results/quick/)
     .venv/bin/python benchmarks/qless.py --scenarios put,worker --clients jobwire-sync,raw
-    .venv/bin/python benchmarks/qless.py --json /tmp/q.json   # default results/qless.json
+    .venv/bin/python benchmarks/qless.py --out /tmp/q.json    # default results/qless.json
 
 Scenarios (every job: class ``bench.Noop``, the same small JSON object as data, default
 priority and retries, queue ``bench``):
@@ -40,35 +40,28 @@ How it measures:
   ``Worker`` opens its own connection inside the timed run).
 * Each client runs ``--repeats`` (3) times, round-robin within a scenario; ops/s is the best
   run (the median is given too). ``client CPU µs/op`` is this process's CPU time
-  (``time.process_time()``, all threads) over the timed window per operation, the median of
+  (``time.process_time()``, all threads) over the timed window per operation, the lowest of
   the runs: unlike wall time it barely moves when other processes share the machine.
   ``server CPU µs/op`` is redis-server's, from ``/proc``.
-* Ratios: every jobwire row against its raw row (ops/s: higher is better; CPU: how many times
-  the raw socket's CPU per operation jobwire spends).
+* Every jobwire row names its baseline, the raw row it is compared with (ops/s: higher is
+  better; CPU: how many times the raw socket's CPU per operation jobwire spends).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import importlib
-import importlib.metadata
 import importlib.util
 import json
-import os
-import platform
 import re
 import shutil
 import signal
 import socket
-import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from types import ModuleType
@@ -77,21 +70,30 @@ from typing import Any
 import anyio
 from _harness import (
     HOST,
-    die_with_parent,
+    Bench,
+    Clock,
+    Sample,
+    arguments,
+    choose,
+    environment,
     find_binary,
+    finish,
+    first_line,
     free_port,
-    proc_cpu,
-    stop_process,
+    server_version,
+    spawn,
     terminate,
+    timed,
+    write_document,
 )
+from _harness import Process as RedisServer
+from _harness import Spec as _Spec
 
 from qless_client import AsyncClient, AsyncJob, AsyncWorker, Client, Job, Worker, new_jid
 from qless_client import _scripts as sc
 from qless_client._resp import encode_command
 
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_JSON = ROOT / "benchmarks" / "results" / "qless.json"
-
+PROTOCOL = "qless"
 QUEUE = "bench"
 KLASS = "bench.Noop"
 DATA: dict[str, Any] = {"id": 1, "body": "x" * 40}  #: every job's data (JSON, ~60 bytes)
@@ -105,53 +107,24 @@ JID_RE = re.compile(rb'"jid":"([^"]+)"')
 # -- redis-server ------------------------------------------------------------------------------
 
 
-@dataclass
-class RedisServer:
-    proc: subprocess.Popen[bytes]
-    port: int
-    folder: str
-
-    def cpu_seconds(self) -> float | None:
-        """CPU time (user + system) the server has used so far, or None off Linux."""
-        return proc_cpu(self.proc.pid)
-
-    def stop(self) -> None:
-        stop_process(self.proc)
-        shutil.rmtree(self.folder, ignore_errors=True)
+def _pong(port: int) -> bool:
+    raw = Raw(port)
+    try:
+        return raw.call(b"*1\r\n$4\r\nPING\r\n") == b"PONG"
+    finally:
+        raw.close()
 
 
 def start_redis() -> RedisServer:
     """A ``redis-server`` without persistence on a free loopback port, answering ``PING``."""
     port = free_port()
     folder = tempfile.mkdtemp(prefix="jobwire-bench-redis-")
-    # preexec_fn is only safe while this process has a single thread.
-    single = sys.platform == "linux" and threading.active_count() == 1
-    proc = subprocess.Popen(
+    return spawn(
+        "redis-server",
         [find_binary("redis-server"), "--bind", HOST, "--port", str(port), "--save", "",
          "--appendonly", "no", "--dir", folder, "--logfile", ""],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        preexec_fn=die_with_parent if single else None,
-    )
-    server = RedisServer(proc, port, folder)
-    deadline = time.monotonic() + 15
-    while True:
-        if proc.poll() is not None:
-            err = proc.stderr.read() if proc.stderr else b""
-            server.stop()
-            raise RuntimeError(f"redis-server exited with {proc.returncode}: {err!r}")
-        try:
-            raw = Raw(port)
-        except OSError:
-            if time.monotonic() > deadline:
-                server.stop()
-                raise RuntimeError(f"redis-server did not listen on {HOST}:{port}") from None
-            time.sleep(0.01)
-            continue
-        try:
-            if raw.call(b"*1\r\n$4\r\nPING\r\n") == b"PONG":
-                return server
-        finally:
-            raw.close()
+        port, ready=_pong, cleanup=lambda: shutil.rmtree(folder, ignore_errors=True),
+        poll=0.01)
 
 
 @contextlib.contextmanager
@@ -164,12 +137,7 @@ def running() -> Iterator[RedisServer]:
 
 
 def redis_version() -> str:
-    try:
-        out = subprocess.run([find_binary("redis-server"), "--version"], capture_output=True,
-                             text=True, timeout=5).stdout
-    except (OSError, subprocess.SubprocessError, SystemExit):
-        return "?"
-    found = re.search(r"v=(\S+)", out)
+    found = re.search(r"v=(\S+)", server_version([find_binary("redis-server"), "--version"]))
     return found.group(1) if found else "?"
 
 
@@ -276,125 +244,6 @@ def prefill(port: int, n: int) -> None:
         client.queue(QUEUE).put_many([(KLASS, DATA)] * n)
 
 
-# -- results ---------------------------------------------------------------------------------
-
-
-@dataclass
-class Sample:
-    """One timed run: ``n`` operations (jobs) in ``seconds``."""
-
-    n: int
-    seconds: float
-    client_cpu: float  #: this process's CPU seconds over the run (all threads)
-    server_cpu: float | None  #: redis-server's CPU seconds over the run
-    extra: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def ops(self) -> float:
-        return self.n / self.seconds
-
-    @property
-    def client_us(self) -> float:
-        return self.client_cpu / self.n * 1e6
-
-    @property
-    def server_us(self) -> float | None:
-        return None if self.server_cpu is None else self.server_cpu / self.n * 1e6
-
-    def to_json(self) -> dict[str, Any]:
-        server_us = self.server_us
-        return {
-            "n": self.n,
-            "seconds": round(self.seconds, 6),
-            "ops_per_s": round(self.ops, 1),
-            "client_cpu_us_per_op": round(self.client_us, 2),
-            "server_cpu_us_per_op": None if server_us is None else round(server_us, 2),
-            **self.extra,
-        }
-
-
-class Clock:
-    """Wall time, this process's CPU time and the server's over one timed window."""
-
-    def __init__(self, server: RedisServer) -> None:
-        self.server = server
-        self._wall = self._cpu = self._wall_end = self._cpu_end = 0.0
-        self._srv: float | None = None
-        self._srv_end: float | None = None
-
-    def start(self) -> None:
-        self._srv = self.server.cpu_seconds()
-        self._cpu = time.process_time()
-        self._wall = time.perf_counter()
-
-    def stop(self) -> None:
-        self._wall_end = time.perf_counter()
-        self._cpu_end = time.process_time()
-        self._srv_end = self.server.cpu_seconds()
-
-    def sample(self, n: int, **extra: float) -> Sample:
-        server_cpu = (
-            None if self._srv is None or self._srv_end is None else self._srv_end - self._srv
-        )
-        return Sample(n, self._wall_end - self._wall, self._cpu_end - self._cpu, server_cpu,
-                      dict(extra))
-
-
-def timed(server: RedisServer, n: int, run: Callable[[], object]) -> Sample:
-    clock = Clock(server)
-    clock.start()
-    run()
-    clock.stop()
-    return clock.sample(n)
-
-
-@dataclass
-class Result:
-    """Every timed run of one client in one scenario, or why it could not run."""
-
-    scenario: str
-    client: str
-    label: str
-    n: int
-    samples: list[Sample]
-    error: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return bool(self.samples)
-
-    @property
-    def best(self) -> float:
-        return max(s.ops for s in self.samples)
-
-    @property
-    def median(self) -> float:
-        return statistics.median(s.ops for s in self.samples)
-
-    @property
-    def client_us(self) -> float:
-        """Median client CPU µs per operation over the runs."""
-        return statistics.median(s.client_us for s in self.samples)
-
-    @property
-    def server_us(self) -> float | None:
-        values = [s.server_us for s in self.samples if s.server_us is not None]
-        return statistics.median(values) if values else None
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"scenario": self.scenario, "client": self.client,
-                               "label": self.label, "n": self.n}
-        if not self.ok:
-            return {**out, "error": self.error}
-        server_us = self.server_us
-        return {
-            **out,
-            "best_ops_per_s": round(self.best, 1),
-            "median_ops_per_s": round(self.median, 1),
-            "client_cpu_us_per_op": round(self.client_us, 2),
-            "server_cpu_us_per_op": None if server_us is None else round(server_us, 2),
-            "samples": [s.to_json() for s in self.samples],
-        }
 
 
 # -- the measurements: (server, n) -> Sample; connections open before the clock starts --------
@@ -668,19 +517,7 @@ def pc_qless_py(srv: RedisServer, n: int) -> Sample:
 
 # -- the plan --------------------------------------------------------------------------------
 
-
-@dataclass(frozen=True)
-class Spec:
-    """One client in one scenario."""
-
-    client: str  #: short key (for --clients and the JSON)
-    label: str
-    measure: MeasureFn
-    n: int
-    prefill: bool = False  #: put n jobs (untimed) before the timed run
-    raw: tuple[str, str] | None = None  #: the (scenario, client) its ratios are taken against
-    may_fail: bool = False  #: a failure is reported in the table, not raised (qless-py)
-
+Spec = _Spec[MeasureFn]
 
 SCENARIOS: dict[str, str] = {
     "put": "put, one at a time (each waits for its jid)",
@@ -702,295 +539,112 @@ def plan(quick: bool) -> dict[str, list[Spec]]:
     pc_raw_ = ("pop_complete", "raw")
     return {
         "put": [
-            Spec("jobwire-sync", "jobwire Client", put_jobwire_sync, k(3_000), raw=put_raw_),
+            Spec("jobwire-sync", "jobwire Client", put_jobwire_sync, k(3_000), baseline=put_raw_),
             Spec("jobwire-asyncio", "jobwire AsyncClient (asyncio)",
-                 on("asyncio", _put_jobwire_async), k(3_000), raw=put_raw_),
+                 on("asyncio", _put_jobwire_async), k(3_000), baseline=put_raw_),
             Spec("jobwire-trio", "jobwire AsyncClient (trio)",
-                 on("trio", _put_jobwire_async), k(3_000), raw=put_raw_),
+                 on("trio", _put_jobwire_async), k(3_000), baseline=put_raw_),
             Spec("raw", "raw socket, same EVALSHA", put_raw, k(6_000)),
             Spec("qless-py", "qless-py 0.11.4", put_qless_py, k(3_000), may_fail=True),
         ],
         "put_many": [
             Spec("jobwire-sync", "jobwire Client.put_many", put_many_jobwire_sync, k(8_000),
-                 raw=pm_raw),
+                 baseline=pm_raw),
             Spec("jobwire-asyncio", "jobwire AsyncClient.put_many (asyncio)",
-                 on("asyncio", _put_many_jobwire_async), k(8_000), raw=pm_raw),
+                 on("asyncio", _put_many_jobwire_async), k(8_000), baseline=pm_raw),
             Spec("jobwire-trio", "jobwire AsyncClient.put_many (trio)",
-                 on("trio", _put_many_jobwire_async), k(8_000), raw=pm_raw),
+                 on("trio", _put_many_jobwire_async), k(8_000), baseline=pm_raw),
             Spec("raw", f"raw socket, pipelined (window {WINDOW})", put_many_raw, k(8_000)),
         ],
         "pop_complete": [
-            Spec("jobwire-sync", "jobwire Client", pc_jobwire_sync, k(1_800), True, pc_raw_),
+            Spec("jobwire-sync", "jobwire Client", pc_jobwire_sync, k(1_800), 0,
+                 baseline=pc_raw_),
             Spec("jobwire-asyncio", "jobwire AsyncClient (asyncio)",
-                 on("asyncio", _pc_jobwire_async), k(1_300), True, pc_raw_),
+                 on("asyncio", _pc_jobwire_async), k(1_300), 0, baseline=pc_raw_),
             Spec("jobwire-trio", "jobwire AsyncClient (trio)",
-                 on("trio", _pc_jobwire_async), k(1_300), True, pc_raw_),
-            Spec("raw", "raw socket, same EVALSHAs", pc_raw, k(2_400), True),
+                 on("trio", _pc_jobwire_async), k(1_300), 0, baseline=pc_raw_),
+            Spec("raw", "raw socket, same EVALSHAs", pc_raw, k(2_400), 0),
             Spec("qless-py", "qless-py 0.11.4", pc_qless_py, k(1_000), may_fail=True),
         ],
         "worker": [
             Spec("asyncio-c1", "jobwire AsyncWorker c=1 (asyncio)",
-                 on("asyncio", partial(_async_worker, 1)), k(1_000), True, pc_raw_),
+                 on("asyncio", partial(_async_worker, 1)), k(1_000), 0, baseline=pc_raw_),
             Spec("asyncio-c16", "jobwire AsyncWorker c=16 (asyncio)",
-                 on("asyncio", partial(_async_worker, 16)), k(3_000), True,
-                 ("worker", "raw-pipe-16")),
+                 on("asyncio", partial(_async_worker, 16)), k(3_000), 0,
+                 baseline=("worker", "raw-pipe-16")),
             Spec("trio-c16", "jobwire AsyncWorker c=16 (trio)",
-                 on("trio", partial(_async_worker, 16)), k(3_000), True,
-                 ("worker", "raw-pipe-16")),
+                 on("trio", partial(_async_worker, 16)), k(3_000), 0,
+                 baseline=("worker", "raw-pipe-16")),
             Spec("sync-c4", "jobwire Worker c=4 (threads)", partial(sync_worker, 4), k(2_400),
-                 True, ("worker", "raw-pipe-4")),
+                 0, baseline=("worker", "raw-pipe-4")),
             Spec("raw-pipe-4", "raw socket, pop 4 + complete 4 pipelined",
-                 partial(pc_raw_pipelined, 4), k(3_600), True),
+                 partial(pc_raw_pipelined, 4), k(3_600), 0),
             Spec("raw-pipe-16", "raw socket, pop 16 + complete 16 pipelined",
-                 partial(pc_raw_pipelined, 16), k(4_000), True),
+                 partial(pc_raw_pipelined, 16), k(4_000), 0),
         ],
     }
 
 
-# -- the harness -----------------------------------------------------------------------------
-
-
-def first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else ''}"
-
-
-class Bench:
-    """Runs a scenario's rows round-robin: timed run 1 of every client, then run 2 of every
-    client, and so on, so that drift on a shared machine spreads over all clients alike."""
-
-    def __init__(self, repeats: int, redis: str) -> None:
-        self.repeats = repeats
-        self.redis = redis  #: the server's version, for failure notes
-        self.results: dict[tuple[str, str], Result] = {}
-
-    @staticmethod
-    def once(spec: Spec) -> Sample:
-        """One timed run on a fresh server, after a short untimed warm-up run and a
-        ``FLUSHALL`` on it."""
-        with running() as srv:
-            warm = max(spec.n // 20, 20)
-            if spec.prefill:
-                prefill(srv.port, warm)
-            spec.measure(srv, warm)
-            flushall(srv.port)
-            if spec.prefill:
-                prefill(srv.port, spec.n)
-            return spec.measure(srv, spec.n)
-
-    def run_scenario(self, scenario: str, specs: Sequence[Spec]) -> list[Result]:
-        samples: dict[str, list[Sample]] = {spec.client: [] for spec in specs}
-        errors: dict[str, str] = {}
-        for _ in range(self.repeats):
-            for spec in specs:
-                if spec.client in errors:
-                    continue
-                try:
-                    samples[spec.client].append(self.once(spec))
-                except ModuleNotFoundError as exc:
-                    if not spec.may_fail:
-                        raise
-                    errors[spec.client] = f"not installed ({exc}; pip install qless-py==0.11.4)"
-                except Exception as exc:
-                    if not spec.may_fail:
-                        raise
-                    errors[spec.client] = f"fails on Redis {self.redis} ({first_line(exc)})"
-        out = []
-        for spec in specs:
-            result = Result(scenario, spec.client, spec.label, spec.n, samples[spec.client],
-                            errors.get(spec.client, ""))
-            self.results[(scenario, spec.client)] = result
-            out.append(result)
-        return out
-
-
-# -- reporting -------------------------------------------------------------------------------
-
-
-def fmt_us(value: float | None) -> str:
-    return "?" if value is None else f"{value:.1f}"
-
-
-@dataclass(frozen=True)
-class Ratio:
-    scenario: str
-    client: str
-    raw: tuple[str, str]
-    ops: float | None  #: jobwire ops/s / raw ops/s (best runs)
-    cpu: float | None  #: jobwire client CPU per op / raw's (medians)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "scenario": self.scenario, "client": self.client, "raw": "/".join(self.raw),
-            "ops_ratio": None if self.ops is None else round(self.ops, 3),
-            "cpu_ratio": None if self.cpu is None else round(self.cpu, 3),
-        }
-
-
-def ratios(plan_: dict[str, list[Spec]], results: dict[tuple[str, str], Result]) -> list[Ratio]:
-    out = []
-    for scenario, specs in plan_.items():
-        for spec in specs:
-            mine = results.get((scenario, spec.client))
-            if spec.raw is None or mine is None or not mine.ok:
-                continue
-            raw = results.get(spec.raw)
-            if raw is None or not raw.ok:
-                out.append(Ratio(scenario, spec.client, spec.raw, None, None))
-                continue
-            out.append(Ratio(scenario, spec.client, spec.raw, mine.best / raw.best,
-                             mine.client_us / raw.client_us))
-    return out
-
-
-def markdown_table(results: Sequence[Result], ratio_of: dict[tuple[str, str], Ratio]) -> str:
-    lines = [
-        "| scenario | client | N | best ops/s | median ops/s | client CPU µs/op "
-        "| server CPU µs/op | ops/s vs raw | CPU vs raw |",
-        "|---|---|--:|--:|--:|--:|--:|--:|--:|",
-    ]
-    for r in results:
-        if not r.ok:
-            what = f"{r.label}: {r.error}"
-            lines.append(f"| {r.scenario} | {what} | {r.n:,} | - | - | - | - | - | - |")
-            continue
-        ratio = ratio_of.get((r.scenario, r.client))
-        ops = cpu = ""
-        if ratio is not None:
-            ops = "?" if ratio.ops is None else f"{ratio.ops:.2f}x"
-            cpu = "?" if ratio.cpu is None else f"{ratio.cpu:.2f}x"
-        lines.append(
-            f"| {r.scenario} | {r.label} | {r.n:,} | {r.best:,.0f} | {r.median:,.0f} "
-            f"| {fmt_us(r.client_us)} | {fmt_us(r.server_us)} | {ops} | {cpu} |"
-        )
-    return "\n".join(lines)
-
-
-def environment() -> dict[str, Any]:
-    def version(dist: str) -> str | None:
-        try:
-            return importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            return None
-
-    cpu_model = "?"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu_model = line.split(":", 1)[1].strip()
-                break
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-    return {
-        "cpu_count": os.cpu_count(),
-        "cpus_usable": usable,
-        "cpu_model": cpu_model,
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "platform": platform.platform(),
-        "redis_server": redis_version(),
-        "packages": {d: version(d) for d in ("jobwire", "anyio", "trio", "qless-py", "redis",
-                                              "hiredis")},
-        # jobwire speaks RESP itself and never uses hiredis; recorded because qless-py's
-        # redis-py would.
-        "hiredis_importable": importlib.util.find_spec("hiredis") is not None,
-    }
+def once(spec: Spec) -> Sample:
+    """One timed run on a fresh server, after a short untimed warm-up run and a ``FLUSHALL``
+    on it."""
+    with running() as srv:
+        warm = max(spec.n // 20, 20)
+        if spec.prefill is not None:
+            prefill(srv.port, warm + spec.prefill)
+        spec.measure(srv, warm)
+        flushall(srv.port)
+        if spec.prefill is not None:
+            prefill(srv.port, spec.n + spec.prefill)
+        return spec.measure(srv, spec.n)
 
 
 # -- main ------------------------------------------------------------------------------------
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description="Benchmark jobwire's qless clients and workers against the raw RESP round "
-        "trip of the same EVALSHA (and qless-py 0.11.4) on a real redis-server: ops/s and "
-        "client CPU µs per operation.")
-    parser.add_argument("--quick", action="store_true",
-                        help="a fifth of the counts and 1 timed run per row: a smoke run")
-    parser.add_argument("--json", "--out", dest="json", type=Path, default=DEFAULT_JSON,
-                        metavar="PATH",
-                        help=f"JSON results file (default {DEFAULT_JSON.relative_to(ROOT)})")
-    parser.add_argument("--scenarios", default=",".join(SCENARIOS),
-                        help="comma-separated subset of: " + ", ".join(SCENARIOS))
-    parser.add_argument("--clients", default="",
-                        help="comma-separated client keys to keep, e.g. jobwire-sync,raw "
-                        "(default: all)")
-    parser.add_argument("--repeats", type=int, default=None,
-                        help="timed runs per row (default 3; 1 with --quick)")
-    return parser.parse_args(argv)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
-    unknown = [s for s in scenarios if s not in SCENARIOS]
-    if unknown:
-        print(f"unknown scenario(s): {', '.join(unknown)}; choose from {', '.join(SCENARIOS)}",
-              file=sys.stderr)
-        return 2
-    clients = {c.strip() for c in args.clients.split(",") if c.strip()}
-    repeats = args.repeats if args.repeats is not None else (1 if args.quick else 3)
-    if repeats < 1:
-        print("--repeats must be >= 1", file=sys.stderr)
-        return 2
+    parser = arguments(
+        PROTOCOL, "Benchmark jobwire's qless clients and workers against the raw RESP round "
+        "trip of the same EVALSHA (and qless-py 0.11.4) on a real redis-server: ops/s and "
+        "client CPU µs per operation.", SCENARIOS)
+    args = parser.parse_args(argv)
+    scenarios, clients, repeats, out = choose(args, PROTOCOL, SCENARIOS)
     signal.signal(signal.SIGTERM, terminate)
 
     wall = time.perf_counter()
-    env = environment()
+    env = environment({"redis_server": redis_version()},
+                      ["trio", "qless-py", "redis", "hiredis"])
+    # jobwire speaks RESP itself and never uses hiredis; recorded because qless-py's redis-py
+    # would.
+    env["hiredis_importable"] = importlib.util.find_spec("hiredis") is not None
     redis = ".".join(env["redis_server"].split(".")[:2])
+
+    def explain(spec: Spec, error: Exception) -> str:
+        if isinstance(error, ModuleNotFoundError):
+            return f"not installed ({error}; pip install qless-py==0.11.4)"
+        return f"fails on Redis {redis} ({first_line(error)})"
+
     print(f"# qless benchmark{' (quick)' if args.quick else ''}")
     print(f"{env['cpu_count']} CPUs ({env['cpu_model']}), Python {env['python']}, "
           f"redis-server {env['redis_server']}, hiredis installed: "
           f"{env['hiredis_importable']} (not used by jobwire)")
     print(f"best of {repeats} timed run(s) per row; ops/s = operations (jobs) per second; "
-          "CPU µs/op = median over the runs; each run on a fresh redis-server on 127.0.0.1\n")
-    bench = Bench(repeats, redis)
-    table = plan(args.quick)
-    chosen = {s: [spec for spec in table[s] if not clients or spec.client in clients]
-              for s in scenarios}
-    order: list[Result] = []
-    for scenario, specs in chosen.items():
-        print(f"## {scenario}: {SCENARIOS[scenario]}", flush=True)
-        for result in bench.run_scenario(scenario, specs):
-            order.append(result)
-            if not result.ok:
-                print(f"  {result.label:<44} {result.error}", flush=True)
-                continue
-            print(f"  {result.label:<44} {result.best:>9,.0f} ops/s  "
-                  f"(median {result.median:,.0f}; CPU µs/op client {fmt_us(result.client_us)}, "
-                  f"server {fmt_us(result.server_us)})", flush=True)
-    found = ratios(chosen, bench.results)
-    ratio_of = {(r.scenario, r.client): r for r in found}
+          "each run on a fresh redis-server on 127.0.0.1\n")
+    bench = Bench(repeats, once, explain)
+    order = bench.run(plan(args.quick), SCENARIOS, scenarios, clients)
     elapsed = time.perf_counter() - wall
-    print()
-    print(markdown_table(order, ratio_of))
-    print("\njobwire / raw (ops/s: higher is better; CPU per op: lower is better)")
-    for r in found:
-        ops = "n/a" if r.ops is None else f"{r.ops:.2f}x"
-        cpu = "n/a" if r.cpu is None else f"{r.cpu:.2f}x"
-        print(f"  {r.scenario:<13} {r.client:<16} vs {'/'.join(r.raw):<19} ops/s {ops:>6}  "
-              f"CPU {cpu:>6}")
     failures = {r.client: r.error for r in order if not r.ok}
+    document = write_document(out, PROTOCOL, env, {
+        "quick": args.quick, "repeats": repeats,
+        "queue": QUEUE, "klass": KLASS, "data": DATA, "window": WINDOW,
+        "scenarios": {s: SCENARIOS[s] for s in scenarios},
+        "clients": sorted(clients) or "all",
+        "wall_time_s": round(elapsed, 1),
+    }, order, failures=failures)
+    finish(PROTOCOL, document, order)
     for client, text in failures.items():
         print(f"{client}: {text}")
     print(f"\nwall time {elapsed:.0f} s")
-
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({
-        "environment": env,
-        "config": {
-            "quick": args.quick, "repeats": repeats,
-            "statistic": "ops/s: best of the timed runs (median also given); client and "
-                         "server CPU µs/op: median of the timed runs",
-            "queue": QUEUE, "klass": KLASS, "data": DATA, "window": WINDOW,
-            "scenarios": {s: SCENARIOS[s] for s in scenarios},
-            "clients": sorted(clients) or "all",
-            "wall_time_s": round(elapsed, 1),
-        },
-        "results": [r.to_json() for r in order],
-        "ratios": [r.to_json() for r in found],
-        "failures": failures,
-    }, indent=2, ensure_ascii=False) + "\n")
-    print(f"results written to {args.json}")
     return 0
 
 

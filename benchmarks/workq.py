@@ -1,82 +1,72 @@
-"""Throughput of jobwire's Workq clients against a raw socket, on the bundled server.
+"""Throughput and client CPU of jobwire's Workq clients against a raw socket, on the bundled
+server (the real Workq server is not on this machine: the bundled one stands in).
 
-    .venv/bin/python benchmarks/workq.py            # full run (about a minute on 2 cores)
-    .venv/bin/python benchmarks/workq.py --quick    # small counts, a smoke run
-    .venv/bin/python benchmarks/workq.py --out /tmp/w.json
+    scripts/bench workq                    # the full run (about a minute on 2 cores)
+    scripts/bench workq --quick            # a smoke run with small counts (results/quick/)
+    .venv/bin/python benchmarks/workq.py --scenarios add --out /tmp/w.json
 
-Scenarios (every job: 64-byte payload, TTR 60 s, TTL 1 h):
+Scenarios (every job: 64-byte payload, TTR 60 s, TTL 1 h, a fresh UUID):
 
 * ``add``: one ``add`` at a time, each waiting for its ``+OK``.
-* ``add_pipelined``: ``add`` with a window of 256 in flight (``add_many``; the raw socket keeps
-  the same window).
+* ``add_many``: ``add`` with at most 256 unanswered (``add_many(window=256)``; the raw socket
+  keeps the same window and refills it once half of it is answered).
 * ``lease_complete``: the queue holds N jobs (added untimed); ``lease`` then ``complete``, one
   job at a time (the raw socket does the same round trips by hand).
 
 Clients: ``jobwire-sync`` (``Client``), ``jobwire-async`` (``AsyncClient`` on asyncio),
-``raw`` (a blocking socket writing precomputed bytes and counting reply lines -- the floor of
-what any client can cost). Every timed run gets a fresh server process on a free port and a
-fresh connection; each client runs ``--repeats`` times round-robin and the best run counts.
-The server is the bundled Python one (the real Go server is not packaged here), so these
-numbers compare clients against each other, not against Workq's own speed.
+``raw`` (a blocking socket writing command bytes built before the clock starts and counting
+reply lines: the floor of what any client can cost). How it measures (``_harness``): every
+timed run gets a fresh server process on a free port and a fresh connection, after a short
+untimed warm-up run on that server; each client runs ``--repeats`` times round-robin and the
+best run counts (highest ops/s, lowest client CPU per operation). The server is the bundled
+Python one, so these numbers compare clients with each other and with the raw socket on the
+same server, not against Workq's own speed.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import platform
 import signal
 import socket
-import statistics
-import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
-from _harness import free_port
+from _harness import (
+    HOST,
+    ROOT,
+    Bench,
+    Clock,
+    Process,
+    Sample,
+    arguments,
+    choose,
+    environment,
+    finish,
+    free_port,
+    spawn,
+    terminate,
+    timed,
+    write_document,
+)
+from _harness import Spec as _Spec
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from workq_client import AsyncClient, Client
 
-from workq_client import AsyncClient, Client  # noqa: E402
-
-DEFAULT_OUT = ROOT / "benchmarks" / "results" / "workq.json"
-HOST = "127.0.0.1"
+PROTOCOL = "workq"
+NAME = "bench"
 PAYLOAD = b"x" * 64
 TTR, TTL = 60, 3600
 WINDOW = 256
 
 
-class ServerProcess:
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "workq_client.server", "-listen", f"{HOST}:{self.port}"],
-            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection((HOST, self.port), timeout=1).close()
-                return
-            except OSError:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    self.stop()
-                    raise RuntimeError("server did not start") from None
-                time.sleep(0.02)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+def start_server() -> Process:
+    """The bundled Workq server on a free loopback port."""
+    port = free_port()
+    return spawn("workq_client.server",
+                 [sys.executable, "-m", "workq_client.server", "-listen", f"{HOST}:{port}"],
+                 port, cwd=ROOT)
 
 
 def add_bytes(name: str) -> bytes:
@@ -85,30 +75,49 @@ def add_bytes(name: str) -> bytes:
 
 
 class Raw:
-    """A blocking socket that counts reply lines (enough for +OK / -TIMEOUT framing here)."""
+    """A blocking socket that reads reply lines (enough for the +OK / -ERROR framing here)."""
 
     def __init__(self, port: int) -> None:
         self.sock = socket.create_connection((HOST, port))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.buf = b""
 
+    def _fill(self) -> None:
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("the server closed the connection")
+        self.buf += chunk
+
     def read_line(self) -> bytes:
         while b"\r\n" not in self.buf:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise ConnectionError("closed")
-            self.buf += chunk
+            self._fill()
         line, _, self.buf = self.buf.partition(b"\r\n")
+        if line.startswith(b"-"):
+            raise RuntimeError(f"the server answered {line!r}")
         return line
+
+    def ok_lines(self, count: int) -> None:
+        """Read ``count`` one-line replies, each ``+OK`` (compared as a block of bytes)."""
+        ok = b"+OK\r\n"
+        while count:
+            take = min(len(self.buf) // len(ok), count)
+            if not take:
+                self._fill()
+                continue
+            if self.buf[: take * len(ok)] != ok * take:
+                raise RuntimeError(f"not +OK: {self.buf[:80]!r}")
+            self.buf = self.buf[take * len(ok) :]
+            count -= take
 
     def read_exactly(self, n: int) -> bytes:
         while len(self.buf) < n:
-            self.buf += self.sock.recv(65536)
+            self._fill()
         data, self.buf = self.buf[:n], self.buf[n:]
         return data
 
     def read_lease(self) -> bytes:
-        assert self.read_line() == b"+OK 1"
+        if (line := self.read_line()) != b"+OK 1":
+            raise RuntimeError(f"lease answered {line!r}")
         job_id, _name, _ttr, size = self.read_line().split(b" ")
         self.read_exactly(int(size) + 2)
         return job_id
@@ -118,171 +127,217 @@ class Raw:
 
 
 def fill(port: int, name: str, n: int) -> None:
+    """Add ``n`` jobs to ``name`` through a raw socket (untimed)."""
     raw = Raw(port)
-    for start in range(0, n, WINDOW):
-        count = min(WINDOW, n - start)
-        raw.sock.sendall(b"".join(add_bytes(name) for _ in range(count)))
-        for _ in range(count):
-            assert raw.read_line() == b"+OK"
-    raw.close()
+    try:
+        for start in range(0, n, WINDOW):
+            count = min(WINDOW, n - start)
+            raw.sock.sendall(b"".join(add_bytes(name) for _ in range(count)))
+            raw.ok_lines(count)
+    finally:
+        raw.close()
 
 
-# -- one function per (scenario, client): set up untimed, return the timed seconds ------------
+# -- the measurements: (server, n) -> Sample; connections open before the clock starts ---------
 
 
-def sync_add(port: int, n: int) -> float:
-    with Client(HOST, port) as client:
-        start = time.perf_counter()
-        for _ in range(n):
-            client.add("bench", PAYLOAD, ttr=TTR, ttl=TTL)
-        return time.perf_counter() - start
+def sync_add(srv: Process, n: int) -> Sample:
+    with Client(HOST, srv.port) as client:
+
+        def run() -> None:
+            for _ in range(n):
+                client.add(NAME, PAYLOAD, ttr=TTR, ttl=TTL)
+
+        return timed(srv, n, run)
 
 
-def sync_add_pipelined(port: int, n: int) -> float:
-    with Client(HOST, port) as client:
-        start = time.perf_counter()
-        client.add_many("bench", (PAYLOAD for _ in range(n)), ttr=TTR, ttl=TTL, window=WINDOW)
-        return time.perf_counter() - start
+def sync_add_many(srv: Process, n: int) -> Sample:
+    with Client(HOST, srv.port) as client:
+        return timed(srv, n, lambda: client.add_many(
+            NAME, (PAYLOAD for _ in range(n)), ttr=TTR, ttl=TTL, window=WINDOW))
 
 
-def sync_lease_complete(port: int, n: int) -> float:
-    fill(port, "bench", n)
-    with Client(HOST, port) as client:
-        start = time.perf_counter()
-        for _ in range(n):
-            job = client.lease("bench", wait=1)
-            client.complete(job.job_id, b"ok")
-        return time.perf_counter() - start
+def sync_lease_complete(srv: Process, n: int) -> Sample:
+    with Client(HOST, srv.port) as client:
+
+        def run() -> None:
+            for _ in range(n):
+                job = client.lease(NAME, wait=1)
+                client.complete(job.job_id, b"ok")
+
+        return timed(srv, n, run)
 
 
-def _async(fn: Callable[[AsyncClient, int], object]) -> Callable[[int, int], float]:
-    def run(port: int, n: int) -> float:
-        async def main() -> float:
-            async with AsyncClient(HOST, port) as client:
-                start = time.perf_counter()
-                await fn(client, n)  # type: ignore[misc]
-                return time.perf_counter() - start
+def on_asyncio(fn: Callable[[AsyncClient, int], Awaitable[object]]
+               ) -> Callable[[Process, int], Sample]:
+    """A measurement of ``fn(client, n)`` on a connected AsyncClient (asyncio); the clock
+    runs inside the event loop."""
 
-        return anyio.run(main, backend="asyncio")
+    def measure(srv: Process, n: int) -> Sample:
+        async def main() -> Sample:
+            async with AsyncClient(HOST, srv.port) as client:
+                clock = Clock(srv)
+                clock.start()
+                await fn(client, n)
+                clock.stop()
+                return clock.sample(n)
 
-    return run
+        result: Sample = anyio.run(main, backend="asyncio")
+        return result
+
+    return measure
 
 
 async def _async_add(client: AsyncClient, n: int) -> None:
     for _ in range(n):
-        await client.add("bench", PAYLOAD, ttr=TTR, ttl=TTL)
+        await client.add(NAME, PAYLOAD, ttr=TTR, ttl=TTL)
 
 
-async def _async_add_pipelined(client: AsyncClient, n: int) -> None:
-    await client.add_many("bench", (PAYLOAD for _ in range(n)), ttr=TTR, ttl=TTL, window=WINDOW)
+async def _async_add_many(client: AsyncClient, n: int) -> None:
+    await client.add_many(NAME, (PAYLOAD for _ in range(n)), ttr=TTR, ttl=TTL, window=WINDOW)
 
 
 async def _async_lease_complete(client: AsyncClient, n: int) -> None:
     for _ in range(n):
-        job = await client.lease("bench", wait=1)
+        job = await client.lease(NAME, wait=1)
         await client.complete(job.job_id, b"ok")
 
 
-def async_lease_complete(port: int, n: int) -> float:
-    fill(port, "bench", n)
-    return _async(_async_lease_complete)(port, n)
+def raw_add(srv: Process, n: int) -> Sample:
+    raw = Raw(srv.port)
+    commands = [add_bytes(NAME) for _ in range(n)]
+
+    def run() -> None:
+        for command in commands:
+            raw.sock.sendall(command)
+            raw.ok_lines(1)
+
+    try:
+        return timed(srv, n, run)
+    finally:
+        raw.close()
 
 
-def raw_add(port: int, n: int) -> float:
-    raw = Raw(port)
-    commands = [add_bytes("bench") for _ in range(n)]
-    start = time.perf_counter()
-    for command in commands:
-        raw.sock.sendall(command)
-        raw.read_line()
-    elapsed = time.perf_counter() - start
-    raw.close()
-    return elapsed
+def raw_add_many(srv: Process, n: int) -> Sample:
+    raw = Raw(srv.port)
+    commands = [add_bytes(NAME) for _ in range(n)]
+
+    def run() -> None:
+        sent = answered = 0
+        while answered < n:
+            if sent < n and sent - answered <= WINDOW // 2:
+                batch = min(WINDOW - (sent - answered), n - sent)
+                raw.sock.sendall(b"".join(commands[sent : sent + batch]))
+                sent += batch
+            count = min(sent - answered, WINDOW // 2) or (sent - answered)
+            raw.ok_lines(count)
+            answered += count
+
+    try:
+        return timed(srv, n, run)
+    finally:
+        raw.close()
 
 
-def raw_add_pipelined(port: int, n: int) -> float:
-    raw = Raw(port)
-    commands = [add_bytes("bench") for _ in range(n)]
-    start = time.perf_counter()
-    for first in range(0, n, WINDOW):
-        chunk = commands[first : first + WINDOW]
-        raw.sock.sendall(b"".join(chunk))
-        for _ in chunk:
-            raw.read_line()
-    elapsed = time.perf_counter() - start
-    raw.close()
-    return elapsed
+def raw_lease_complete(srv: Process, n: int) -> Sample:
+    raw = Raw(srv.port)
+
+    def run() -> None:
+        for _ in range(n):
+            raw.sock.sendall(b"lease %s 1000\r\n" % NAME.encode())
+            job_id = raw.read_lease()
+            raw.sock.sendall(b"complete %s 2\r\nok\r\n" % job_id)
+            raw.ok_lines(1)
+
+    try:
+        return timed(srv, n, run)
+    finally:
+        raw.close()
 
 
-def raw_lease_complete(port: int, n: int) -> float:
-    fill(port, "bench", n)
-    raw = Raw(port)
-    start = time.perf_counter()
-    for _ in range(n):
-        raw.sock.sendall(b"lease bench 1000\r\n")
-        job_id = raw.read_lease()
-        raw.sock.sendall(b"complete %s 2\r\nok\r\n" % job_id)
-        assert raw.read_line() == b"+OK"
-    elapsed = time.perf_counter() - start
-    raw.close()
-    return elapsed
+# -- the plan ----------------------------------------------------------------------------------
 
+MeasureFn = Callable[[Process, int], Sample]
+Spec = _Spec[MeasureFn]
 
-SCENARIOS: dict[str, dict[str, Callable[[int, int], float]]] = {
-    "add": {"jobwire-sync": sync_add, "jobwire-async": _async(_async_add), "raw": raw_add},
-    "add_pipelined": {"jobwire-sync": sync_add_pipelined,
-                      "jobwire-async": _async(_async_add_pipelined), "raw": raw_add_pipelined},
-    "lease_complete": {"jobwire-sync": sync_lease_complete,
-                       "jobwire-async": async_lease_complete, "raw": raw_lease_complete},
+SCENARIOS: dict[str, str] = {
+    "add": "add, one at a time",
+    "add_many": f"add_many, at most {WINDOW} unanswered (raw: the same window)",
+    "lease_complete": "lease + complete, one job at a time (queue pre-filled)",
 }
-COUNTS = {"add": 3000, "add_pipelined": 20000, "lease_complete": 2000}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small counts, one repeat")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    args = parser.parse_args()
-    repeats = 1 if args.quick else args.repeats
-    results: dict[str, dict[str, dict[str, float]]] = {}
-    for scenario, clients in SCENARIOS.items():
-        n = COUNTS[scenario] // (10 if args.quick else 1)
-        times: dict[str, list[float]] = {name: [] for name in clients}
-        for _ in range(repeats):
-            for name, fn in clients.items():
-                server = ServerProcess()
-                try:
-                    times[name].append(fn(server.port, n))
-                finally:
-                    server.stop()
-        results[scenario] = {}
-        raw_best = n / min(times["raw"])
-        print(f"\n{scenario} (n={n}, best of {repeats})")
-        for name, runs in times.items():
-            best, median = n / min(runs), n / statistics.median(runs)
-            results[scenario][name] = {"n": n, "best_ops_s": round(best, 1),
-                                       "median_ops_s": round(median, 1),
-                                       "ratio_to_raw": round(best / raw_best, 3)}
-            print(f"  {name:14} {best:10.0f} ops/s  (median {median:8.0f})  "
-                  f"{best / raw_best:5.2f}x raw")
-    sync_async = {s: round(r["jobwire-sync"]["best_ops_s"] / r["jobwire-async"]["best_ops_s"], 3)
-                  for s, r in results.items()}
-    print("\nsync/async ratios:", sync_async)
-    document = {
-        "server": "workq_client.server (bundled, Python)",
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "cpus": os.cpu_count(),
-        "repeats": repeats,
-        "payload_bytes": len(PAYLOAD),
-        "window": WINDOW,
-        "results": results,
-        "sync_over_async": sync_async,
+def plan(quick: bool) -> dict[str, list[Spec]]:
+    """Counts aim at about one second per timed run on a small 2-core VM; ``quick`` takes a
+    fifth of that."""
+
+    def k(full: int) -> int:
+        return max(full // 5, 200) if quick else full
+
+    def row(scenario: str, sync: MeasureFn, asyncio_: MeasureFn, raw: MeasureFn, n: int,
+            prefill: int | None = None) -> list[Spec]:
+        base = (scenario, "raw")
+        return [
+            Spec("jobwire-sync", "jobwire Client", sync, k(n), prefill, baseline=base),
+            Spec("jobwire-async", "jobwire AsyncClient (asyncio)", asyncio_, k(n), prefill,
+                 baseline=base),
+            Spec("raw", "raw socket", raw, k(n), prefill),
+        ]
+
+    return {
+        "add": row("add", sync_add, on_asyncio(_async_add), raw_add, 3_000),
+        "add_many": row("add_many", sync_add_many, on_asyncio(_async_add_many), raw_add_many,
+                        20_000),
+        "lease_complete": row("lease_complete", sync_lease_complete,
+                              on_asyncio(_async_lease_complete), raw_lease_complete, 2_000, 0),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(document, indent=2) + "\n")
-    print(f"wrote {args.out}")
+
+
+def once(spec: Spec) -> Sample:
+    """One timed run on a fresh server, after a short untimed warm-up run on it."""
+    srv = start_server()
+    try:
+        warm = max(spec.n // 20, 20)
+        if spec.prefill is not None:
+            fill(srv.port, NAME, warm + spec.prefill)
+        spec.measure(srv, warm)
+        if spec.prefill is not None:
+            fill(srv.port, NAME, spec.n + spec.prefill)
+        return spec.measure(srv, spec.n)
+    finally:
+        srv.stop()
+
+
+# -- main --------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = arguments(PROTOCOL, "Benchmark jobwire's Workq clients against a raw socket on "
+                       "the bundled Workq server.", SCENARIOS)
+    args = parser.parse_args(argv)
+    scenarios, clients, repeats, out = choose(args, PROTOCOL, SCENARIOS)
+    signal.signal(signal.SIGTERM, terminate)
+
+    wall = time.perf_counter()
+    # The real Workq server is not on this machine: the bundled one stands in.
+    env = environment({"workq_server": "bundled workq_client.server (Python)"}, [])
+    print(f"# workq benchmark{' (quick)' if args.quick else ''}")
+    print(f"{env['cpu_count']} CPUs ({env['cpu_model']}), Python {env['python']}, "
+          "the bundled Workq server")
+    print(f"best of {repeats} timed run(s) per row; ops/s = jobs per second; each run on a "
+          "fresh server on 127.0.0.1\n")
+    bench = Bench(repeats, once)
+    order = bench.run(plan(args.quick), SCENARIOS, scenarios, clients)
+    elapsed = time.perf_counter() - wall
+    document = write_document(out, PROTOCOL, env, {
+        "quick": args.quick, "repeats": repeats, "payload_bytes": len(PAYLOAD),
+        "ttr_s": TTR, "ttl_s": TTL, "window": WINDOW,
+        "scenarios": {s: SCENARIOS[s] for s in scenarios},
+        "clients": sorted(clients) or "all",
+        "wall_time_s": round(elapsed, 1),
+    }, order)
+    finish(PROTOCOL, document, order)
+    print(f"\nwall time {elapsed:.0f} s")
     return 0
 
 

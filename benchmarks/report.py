@@ -1,0 +1,460 @@
+"""The README's performance section, made from the benchmark results.
+
+    .venv/bin/python benchmarks/report.py            # rewrite README.md between the markers
+    .venv/bin/python benchmarks/report.py --check    # exit 1 if README.md differs from the JSON
+    .venv/bin/python benchmarks/report.py --stdout   # print the section, touch nothing
+    .venv/bin/python benchmarks/report.py --results benchmarks/results/quick --stdout
+
+Reads ``benchmarks/results/{beanstalk,gearman,workq,qless}.json`` (written by
+``scripts/bench``; their shape is described in ``_harness.py``) and writes, between
+``<!-- perf:begin -->`` and ``<!-- perf:end -->`` in README.md, everything that holds a number:
+the machine and the dates of the runs, one table with every row of issue 13's targets (what was
+measured, the target, met or missed) and a table per protocol with ops/s and client and server
+CPU µs per operation. The text depends on the JSON files only, so ``--check`` can tell whether
+the README still says what the recorded runs say. Only the standard library: the benchmark
+scripts import this module to print their targets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "BEGIN", "END", "PROTOCOLS", "TARGETS", "Part", "ReportError", "Target", "load", "main",
+    "render", "replace_section", "target_lines",
+]
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+README = ROOT / "README.md"
+BEGIN = "<!-- perf:begin -->"
+END = "<!-- perf:end -->"
+PROTOCOLS = ("beanstalk", "gearman", "workq", "qless")
+
+#: What each protocol's section says about its server (the key in ``environment``) and what
+#: the reader must know to read its numbers (no numbers here: those come from the JSON).
+SERVERS = {"beanstalk": ("beanstalkd", ""), "gearman": ("gearmand", ""),
+           "workq": ("workq_server", ""), "qless": ("redis_server", "redis-server ")}
+NOTES = {
+    "beanstalk": "`bundled_put` measures the servers, not the clients: the raw pipelined "
+                 "socket (a few µs of client CPU per put) against the bundled server and "
+                 "against beanstalkd.",
+    "gearman": "The foreground worker is libgearman's C `gearman -w` (the same for every "
+               "client); the foreground rows measure gearmand and that worker as much as the "
+               "clients.",
+    "workq": "The real Workq server is not on this machine: the bundled server "
+             "(`workq_client.server`, Python) stands in, so the rows compare the clients "
+             "with a raw socket on the same server, not against Workq's own speed.",
+    "qless": "The raw socket sends the very bytes jobwire sends (the same `EVALSHA`, "
+             "prebuilt); the Lua script is most of the cost, in redis-server. qless-py 0.11.4 "
+             "fails every call on Redis 7 (see docs/qless.md).",
+}
+
+
+class ReportError(Exception):
+    """A results file or the README is not what this module can work with."""
+
+
+# -- the targets of issue 13 -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Part:
+    """One measured ratio: ``mine`` / ``other`` of ``metric`` within one protocol's results.
+
+    ``metric`` "cpu": client CPU µs per operation, met when the ratio is <= ``threshold``;
+    "ops": operations per second (wall), met when the ratio is >= ``threshold``."""
+
+    protocol: str
+    mine: tuple[str, str]  #: (scenario, client)
+    other: tuple[str, str]
+    metric: str
+    threshold: float
+    label: str = ""  #: names the part when a target has several
+
+
+@dataclass(frozen=True)
+class Target:
+    """A row of issue 13's table: met when every part is."""
+
+    scenario: str
+    parts: tuple[Part, ...]
+    target: str
+    note: str = ""
+
+
+def _one(protocol: str, mine: tuple[str, str], other: tuple[str, str], metric: str,
+         threshold: float, label: str = "") -> Part:
+    return Part(protocol, mine, other, metric, threshold, label)
+
+
+TARGETS: tuple[Target, ...] = (
+    Target("beanstalk sync `put`, one at a time, CPU/op",
+           (_one("beanstalk", ("put", "jobwire-sync"), ("put", "greenstalk"), "cpu", 1.0),),
+           "<= 1.0x greenstalk"),
+    Target("beanstalk sync reserve+delete, CPU/op",
+           (_one("beanstalk", ("reserve_delete", "jobwire-sync"),
+                 ("reserve_delete", "greenstalk"), "cpu", 1.0),),
+           "<= 1.0x greenstalk"),
+    Target("beanstalk async put / r+d, CPU/op (asyncio)",
+           (_one("beanstalk", ("put", "jobwire-asyncio"), ("put", "jobwire-sync"), "cpu", 1.3,
+                 "put"),
+            _one("beanstalk", ("reserve_delete", "jobwire-asyncio"),
+                 ("reserve_delete", "jobwire-sync"), "cpu", 1.3, "r+d")),
+           "<= 1.3x sync"),
+    Target("AsyncWorker no-op, c=64, one connection, wall",
+           (_one("beanstalk", ("worker_noop", "worker-asyncio"), ("worker_noop", "raw-pipe"),
+                 "ops", 0.6),),
+           ">= 0.6x the raw windowed reserve+delete, in every load state",
+           "one load state: this run's"),
+    Target("`put_many`, wall",
+           (_one("beanstalk", ("put_pipelined", "jobwire-sync"), ("put_pipelined", "raw-pipe"),
+                 "ops", 0.9),),
+           ">= 0.9x raw window"),
+    Target("Workq sync `add`, one at a time, wall",
+           (_one("workq", ("add", "jobwire-sync"), ("add", "raw"), "ops", 0.8),),
+           ">= 0.8x raw socket", "bundled server, not the real one"),
+    Target("Workq async `add`, wall",
+           (_one("workq", ("add", "jobwire-async"), ("add", "raw"), "ops", 0.7),),
+           ">= 0.7x raw", "bundled server"),
+    Target("Workq `add_many` sync / async, wall",
+           (_one("workq", ("add_many", "jobwire-sync"), ("add_many", "raw"), "ops", 0.9,
+                 "sync"),
+            _one("workq", ("add_many", "jobwire-async"), ("add_many", "raw"), "ops", 0.8,
+                 "async")),
+           ">= 0.9x / 0.8x raw", "bundled server"),
+    Target("Gearman foreground round trip, async",
+           (_one("gearman", ("fg_1", "jobwire-async"), ("fg_1", "pygearman"), "ops", 1.3),),
+           ">= 1.3x pygearman"),
+    Target("bundled beanstalk server, pipelined put",
+           (_one("beanstalk", ("bundled_put", "raw-pipe-bundled"), ("bundled_put", "raw-pipe"),
+                 "ops", 0.7),),
+           ">= 0.7x beanstalkd", "raw pipelined socket as the client"),
+)
+
+
+@dataclass(frozen=True)
+class Measured:
+    part: Part
+    ratio: float | None  #: None: not measured
+    mine: float | None
+    other: float | None
+    why: str = ""  #: why it was not measured
+
+    @property
+    def met(self) -> bool | None:
+        if self.ratio is None:
+            return None
+        if self.part.metric == "cpu":
+            return self.ratio <= self.part.threshold
+        return self.ratio >= self.part.threshold
+
+    def text(self) -> str:
+        prefix = f"{self.part.label} " if self.part.label else ""
+        if self.ratio is None or self.mine is None or self.other is None:
+            return f"{prefix}not measured ({self.why})"
+        if self.part.metric == "cpu":
+            return f"{prefix}{self.ratio:.2f}x ({self.mine:.1f} vs {self.other:.1f} µs)"
+        return f"{prefix}{self.ratio:.2f}x ({self.mine:,.0f} vs {self.other:,.0f} ops/s)"
+
+
+def _rows(documents: Mapping[str, Mapping[str, Any]], protocol: str
+          ) -> dict[tuple[str, str], Mapping[str, Any]]:
+    document = documents.get(protocol)
+    if document is None:
+        return {}
+    return {(row["scenario"], row["client"]): row for row in document["results"]}
+
+
+def measure(part: Part, documents: Mapping[str, Mapping[str, Any]]) -> Measured:
+    """The value of ``part`` in ``documents`` (protocol -> results document)."""
+    if part.protocol not in documents:
+        return Measured(part, None, None, None, f"no {part.protocol}.json")
+    rows = _rows(documents, part.protocol)
+    key = "client_cpu_us_per_op" if part.metric == "cpu" else "best_ops_per_s"
+    values: list[float] = []
+    for scenario, client in (part.mine, part.other):
+        row = rows.get((scenario, client))
+        if row is None:
+            return Measured(part, None, None, None, f"no {scenario}/{client} row")
+        value = row.get(key)
+        if not isinstance(value, (int, float)) or value <= 0:
+            return Measured(part, None, None, None,
+                            f"{scenario}/{client}: {row.get('error') or 'no ' + key}")
+        values.append(float(value))
+    return Measured(part, values[0] / values[1], values[0], values[1])
+
+
+def evaluate(target: Target, documents: Mapping[str, Mapping[str, Any]]
+             ) -> tuple[list[Measured], bool | None]:
+    """Every part measured, and whether the target is met (None: a part was not measured)."""
+    parts = [measure(part, documents) for part in target.parts]
+    verdicts = [p.met for p in parts]
+    if any(v is None for v in verdicts):
+        return parts, None
+    return parts, all(verdicts)
+
+
+def _verdict(met: bool | None) -> str:
+    return {True: "met", False: "**missed**", None: "not measured"}[met]
+
+
+def target_lines(documents: Mapping[str, Mapping[str, Any]], only: str | None = None
+                 ) -> list[str]:
+    """One line per target (of protocol ``only``'s, when given) for a terminal."""
+    lines = []
+    for target in TARGETS:
+        if only is not None and any(p.protocol != only for p in target.parts):
+            continue
+        parts, met = evaluate(target, documents)
+        verdict = {True: "MET   ", False: "MISSED", None: "n/a   "}[met]
+        lines.append(f"{verdict} {target.scenario}: {'; '.join(p.text() for p in parts)} "
+                     f"(target {target.target})")
+    return lines
+
+
+# -- reading -----------------------------------------------------------------------------------
+
+
+def _check(document: object, name: str) -> Mapping[str, Any]:
+    if not isinstance(document, Mapping):
+        raise ReportError(f"{name}: not a JSON object")
+    for key, kind in (("environment", Mapping), ("config", Mapping), ("results", list)):
+        if not isinstance(document.get(key), kind):
+            raise ReportError(f"{name}: no {key!r} (written by an older benchmark script? "
+                              "run scripts/bench again)")
+    for i, row in enumerate(document["results"]):
+        if not isinstance(row, Mapping) or not all(
+                isinstance(row.get(k), str) for k in ("scenario", "client", "label")):
+            raise ReportError(f"{name}: results[{i}] lacks scenario, client or label")
+        if "error" not in row and not all(
+                isinstance(row.get(k), (int, float))
+                for k in ("best_ops_per_s", "client_cpu_us_per_op")):
+            raise ReportError(f"{name}: results[{i}] has no best_ops_per_s or "
+                              "client_cpu_us_per_op")
+    return document
+
+
+def load(results: Path = RESULTS) -> dict[str, Mapping[str, Any]]:
+    """The results documents present in ``results``, by protocol.
+
+    Raises:
+        ReportError: a file is not valid JSON or lacks the benchmark's shape.
+    """
+    documents: dict[str, Mapping[str, Any]] = {}
+    for protocol in PROTOCOLS:
+        path = results / f"{protocol}.json"
+        if not path.is_file():
+            continue
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ReportError(f"{path.name}: {exc}") from exc
+        documents[protocol] = _check(document, path.name)
+    return documents
+
+
+# -- writing -----------------------------------------------------------------------------------
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _num(value: object, digits: int = 0) -> str:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return "?"
+    return f"{value:,.{digits}f}"
+
+
+def _date(document: Mapping[str, Any]) -> str:
+    date = str(document["environment"].get("date") or "date not recorded")
+    return date.replace("T", " ").replace("Z", " UTC")
+
+
+def _machine(env: Mapping[str, Any]) -> str:
+    usable = env.get("cpus_usable")
+    cpus = f"{env.get('cpu_count', '?')} CPUs"
+    if usable not in (None, env.get("cpu_count")):
+        cpus += f" ({usable} usable)"
+    return (f"{cpus}, {env.get('cpu_model', '?')}; {env.get('platform', '?')}; "
+            f"{env.get('implementation', 'Python')} {env.get('python', '?')}")
+
+
+def _statistic(documents: Mapping[str, Mapping[str, Any]]) -> str:
+    repeats = sorted({str(d["config"].get("repeats", "?")) for d in documents.values()})
+    return (f"Each number is the best of {' / '.join(repeats)} timed run(s) of that client, "
+            "each run against its own fresh server process on 127.0.0.1: the highest ops/s "
+            "and, separately, the lowest client CPU µs per operation (`time.process_time()` "
+            "of the benchmark process: all its threads, syscalls included; it moves much less "
+            "with the machine's load than wall time does). Server CPU is the server process's, "
+            "from `/proc`. Ratios are of these best values.")
+
+
+def targets_table(documents: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    lines = ["| scenario (issue 13) | measured | target | |", "|---|---|---|---|"]
+    for target in TARGETS:
+        parts, met = evaluate(target, documents)
+        measured = "; ".join(p.text() for p in parts)
+        if target.note:
+            measured += f" ({target.note})"
+        lines.append(f"| {_cell(target.scenario)} | {_cell(measured)} | "
+                     f"{_cell(target.target)} | {_verdict(met)} |")
+    return lines
+
+
+def protocol_table(protocol: str, document: Mapping[str, Any], source: str) -> list[str]:
+    env, config = document["environment"], document["config"]
+    titles: Mapping[str, str] = config.get("scenarios") or {}
+    key, prefix = SERVERS[protocol]
+    server = f"{prefix}{env.get(key) or '?'}"
+    quick = ", **quick run**" if config.get("quick") else ""
+    lines = [
+        f"**{protocol}** ({server}; `{source}/{protocol}.json`, {_date(document)}, "
+        f"best of {config.get('repeats', '?')}{quick}). {NOTES[protocol]}",
+        "",
+        "| scenario | client | N | ops/s | client CPU µs/op | server CPU µs/op "
+        "| vs (ops/s, CPU) |",
+        "|---|---|--:|--:|--:|--:|---|",
+    ]
+    rows = {(r["scenario"], r["client"]): r for r in document["results"]}
+    shown = ""
+    for row in document["results"]:
+        scenario = row["scenario"]
+        title = "" if scenario == shown else titles.get(scenario, scenario)
+        shown = scenario
+        label = row["label"]
+        if row.get("note"):
+            label += f" ({row['note']})"
+        if "error" in row:
+            lines.append(f"| {_cell(title)} | {_cell(label)} | {_num(row.get('n'))} | "
+                         f"{_cell(str(row['error']))} | | | |")
+            continue
+        versus = ""
+        base_scenario, _, base_client = str(row.get("baseline") or "").partition("/")
+        base = rows.get((base_scenario, base_client))
+        if base is not None and "error" not in base:
+            versus = (f"{row['best_ops_per_s'] / base['best_ops_per_s']:.2f}x, "
+                      f"{row['client_cpu_us_per_op'] / base['client_cpu_us_per_op']:.2f}x "
+                      f"{base['label']}")
+        lines.append(
+            f"| {_cell(title)} | {_cell(label)} | {_num(row.get('n'))} | "
+            f"{_num(row['best_ops_per_s'])} | {_num(row['client_cpu_us_per_op'], 1)} | "
+            f"{_num(row.get('server_cpu_us_per_op'), 1)} | {_cell(versus)} |")
+    return lines
+
+
+def source_name(results: Path) -> str:
+    """How the section names the folder of the JSON files: relative to the repository."""
+    try:
+        return results.resolve().relative_to(ROOT).as_posix()
+    except ValueError:
+        return results.name
+
+
+def render(documents: Mapping[str, Mapping[str, Any]], source: str = "benchmarks/results"
+           ) -> str:
+    """The text between the markers (without them), from ``documents`` (read from the
+    folder named ``source``) alone."""
+    lines = [
+        f"<!-- generated by benchmarks/report.py from {source}/*.json: do not edit by hand -->",
+        "",
+    ]
+    if not documents:
+        return "\n".join([*lines, "No benchmark results were recorded: run `scripts/bench all`, "
+                          "then `.venv/bin/python benchmarks/report.py`.", ""])
+    machines = sorted({_machine(d["environment"]) for d in documents.values()})
+    files = ", ".join(f"`{p}.json` {_date(d)}" for p, d in documents.items())
+    missing = [p for p in PROTOCOLS if p not in documents]
+    quick = [p for p, d in documents.items() if d["config"].get("quick")]
+    lines += [
+        f"Every number below comes from `{source}/` ({files}); "
+        f"machine: {' | '.join(machines)}."
+        + (f" Not recorded: {', '.join(missing)}." if missing else "")
+        + (f" **Quick runs** (small counts, 1 repeat; smoke numbers): {', '.join(quick)}."
+           if quick else ""),
+        "",
+        _statistic(documents),
+        "",
+        "Issue 13's targets (CPU/op: lower is better, met at or under the target; wall: ops/s, "
+        "met at or over it):",
+        "",
+        *targets_table(documents),
+    ]
+    for protocol in PROTOCOLS:
+        if protocol in documents:
+            lines += ["", *protocol_table(protocol, documents[protocol], source)]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def replace_section(text: str, section: str) -> str:
+    """``text`` (the README) with what is between the markers replaced by ``section``.
+
+    Raises:
+        ReportError: the markers are missing, repeated or out of order.
+    """
+    begin, end = text.count(BEGIN), text.count(END)
+    if begin != 1 or end != 1:
+        raise ReportError(f"the README must hold {BEGIN} and {END} once each "
+                          f"(found {begin} and {end})")
+    head, rest = text.split(BEGIN)
+    if END not in rest:
+        raise ReportError(f"{END} comes before {BEGIN}")
+    _, tail = rest.split(END)
+    return f"{head}{BEGIN}\n{section}{END}{tail}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="Rewrite the README's performance section from benchmarks/results/*.json.")
+    parser.add_argument("--results", type=Path, default=RESULTS,
+                        help=f"where the JSON files are (default "
+                        f"{RESULTS.relative_to(ROOT)})")
+    parser.add_argument("--readme", type=Path, default=README,
+                        help="the README to rewrite or check (default README.md)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true",
+                      help="exit 1 when the README differs from what the JSON gives")
+    mode.add_argument("--stdout", action="store_true",
+                      help="print the section; write nothing")
+    args = parser.parse_args(argv)
+    try:
+        section = render(load(args.results), source_name(args.results))
+        if args.stdout:
+            print(section, end="")
+            return 0
+        try:
+            text = args.readme.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ReportError(f"cannot read {args.readme}: {exc}") from exc
+        wanted = replace_section(text, section)
+    except ReportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if wanted == text:
+        print(f"{args.readme.name}: the performance section matches {args.results}")
+        return 0
+    if args.check:
+        diff = difflib.unified_diff(text.splitlines(), wanted.splitlines(),
+                                    f"{args.readme.name} (now)",
+                                    f"{args.readme.name} (from {args.results.name}/*.json)",
+                                    lineterm="", n=0)
+        print("\n".join(list(diff)[:40]), file=sys.stderr)
+        print(f"{args.readme.name}'s performance section differs from {args.results}: run "
+              ".venv/bin/python benchmarks/report.py", file=sys.stderr)
+        return 1
+    args.readme.write_text(wanted, encoding="utf-8")
+    print(f"{args.readme.name}: performance section rewritten from {args.results}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
