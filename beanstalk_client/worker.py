@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import logging
 import math
-import signal
 import threading
 import time
 from collections import deque
@@ -67,9 +66,10 @@ import anyio.lowlevel
 
 from jobwire._backoff import Backoff
 from jobwire._pending import Pending
+from jobwire._signals import wants_signals, watch_signals
 from jobwire._streams import SSLOption, tls_context
 from jobwire._threads import run_in_thread
-from jobwire._url import AddressLike, resolve_address
+from jobwire._url import Address, AddressLike, address_url, describe, resolve_address
 from jobwire.errors import ConnectionLost, JobwireConnectionError, JobwireError, OperationTimeout
 from jobwire.events import EventSink, default_worker_id, failure_group
 
@@ -192,10 +192,11 @@ def _client_factory(
     timeout: float | None,
     ssl: SSLOption = None,
     server_hostname: str | None = None,
-) -> Callable[[], AsyncClient]:
+) -> tuple[Address, bool, Callable[[], AsyncClient]]:
     """Resolve the worker's server and its TLS now (a bad address or ``ssl`` raises here, not
-    in ``run``) and return a function that opens a fresh client to it. A client given as the
-    target lends its address, timeout and TLS (context and host name)."""
+    in ``run``): the address, whether it uses TLS, and a function that opens a fresh client to
+    it. A client given as the target lends its address, timeout and TLS (context and host
+    name)."""
     if isinstance(target, (AsyncClient, Client)):
         if port is not None:
             raise TypeError("port goes with a host, not with a client")
@@ -210,7 +211,15 @@ def _client_factory(
     def make() -> AsyncClient:
         return AsyncClient(address, timeout=timeout, ssl=context, server_hostname=hostname)
 
-    return make
+    return address, context is not None, make
+
+
+def _describe(worker: object, address: Address, tubes: Sequence[str], concurrency: int,
+              tls: bool) -> str:
+    """The ``repr`` of both workers: ``<beanstalk_client.Worker beanstalk://127.0.0.1:11300
+    tubes=['emails'] concurrency=8>``."""
+    return describe(worker, address_url(address, "beanstalk"), f"tubes={list(tubes)!r}",
+                    f"concurrency={concurrency}", "tls" if tls else "")
 
 
 class AsyncWorker:
@@ -231,10 +240,10 @@ class AsyncWorker:
     next reserve is always processed before it.
 
     Args:
-        target: an ``AsyncClient`` (used first; reconnects open new ones like it) or the
-            server in any form :class:`AsyncClient` takes (URL, ``"host:port"``,
-            ``("host", port)``, ``"host"``, unix path).
-        port: the port, when ``target`` is a bare host.
+        address: the server in any form :class:`AsyncClient` takes (URL, ``"host:port"``,
+            ``("host", port)``, ``"host"``, unix path), or an ``AsyncClient`` (used first;
+            reconnects open new ones to its address, like it).
+        port: the port, when ``address`` is a bare host.
         tubes: tubes to watch (``default`` is ignored unless listed).
         concurrency: most jobs handled at once; also the most reserves in flight.
         max_ack_delay: bound, in seconds, on how long a finished job's delete (or release,
@@ -251,13 +260,13 @@ class AsyncWorker:
         backoff: reconnect delays (jittered exponential).
         timeout: the client's reply timeout for connections the worker opens, and how long a
             command may go unanswered beyond its own wait before the worker drops the
-            connection and reconnects (``None``: never; a client target's own timeout is
-            used for it).
+            connection and reconnects (``None``: never; a client's own timeout is used for
+            it).
         events: where to record job lifecycle events (off by default; see the module
             docstring); the worker id in them is ``<hostname>-<pid>``.
         ssl: TLS for the connections the worker opens, as for :class:`AsyncClient`
             (``True``, an ``ssl.SSLContext``, or ``None``/``False`` for plain TCP); not with a
-            client as ``target``, whose own TLS (context and host name) the worker keeps.
+            client as ``address``, whose own TLS (context and host name) the worker keeps.
         server_hostname: the name the server's certificate must carry (default: the host).
 
     Raises:
@@ -269,7 +278,7 @@ class AsyncWorker:
 
     def __init__(
         self,
-        target: ClientTarget,
+        address: ClientTarget,
         port: int | None = None,
         *,
         tubes: Sequence[str] = ("default",),
@@ -306,8 +315,12 @@ class AsyncWorker:
         self.stats = WorkerStats()
         self.events = events
         self.worker_id = default_worker_id()
-        self._make_client = _client_factory(target, port, timeout, ssl, server_hostname)
-        self._first: AsyncClient | None = target if isinstance(target, AsyncClient) else None
+        #: The server, resolved (a client given as ``address`` lends its own).
+        self.address: Address
+        self.address, self._tls, self._make_client = _client_factory(
+            address, port, timeout, ssl, server_hostname
+        )
+        self._first: AsyncClient | None = address if isinstance(address, AsyncClient) else None
         self._client: AsyncClient | None = None
         self._generation = 0
         self._stopping = False
@@ -332,6 +345,9 @@ class AsyncWorker:
         #: thread up over handler_timeout or at shutdown; it cannot be stopped): they too fill
         #: a slot until they return.
         self._abandoned = 0
+
+    def __repr__(self) -> str:
+        return _describe(self, self.address, self.tubes, self.concurrency, self._tls)
 
     async def __aenter__(self) -> AsyncWorker:
         return self
@@ -361,15 +377,13 @@ class AsyncWorker:
         """Reserve and handle jobs until :meth:`stop` (or SIGTERM/SIGINT when
         ``handle_signals``; by default only in the main thread). Reconnects with back-off when
         the connection is lost, restoring the watch list."""
-        if handle_signals is None:
-            handle_signals = threading.current_thread() is threading.main_thread()
         self._handler = handler
         self._stop_event = anyio.Event()
         if self._stopping:
             self._stop_event.set()
         async with anyio.create_task_group() as outer:
-            if handle_signals:
-                outer.start_soon(self._watch_signals)
+            if wants_signals(handle_signals):
+                outer.start_soon(watch_signals, self.stop, log)
             # Handler tasks live in their own task group, hosted by a task, so that shutdown can
             # cancel them while the connection's reader still runs to carry their releases.
             self._handlers_tg = await outer.start(self._host_handlers)
@@ -396,12 +410,6 @@ class AsyncWorker:
             await anyio.sleep_forever()
 
     # -- connection ----------------------------------------------------------------------------
-
-    async def _watch_signals(self) -> None:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async for signum in signals:
-                log.info("signal %s: stopping after in-flight jobs", signum)
-                self.stop()
 
     async def _connect(self) -> AsyncClient:
         client, self._first = (self._first or self._make_client()), None
@@ -871,12 +879,13 @@ class Worker:
     The constructor raises what :class:`AsyncWorker`'s raises (not :meth:`run`), and:
 
     Raises:
-        TypeError: an ``AsyncClient`` target, or a keyword it does not take (``concurency=8``).
+        TypeError: an ``AsyncClient`` as ``address``, or a keyword it does not take
+            (``concurency=8``).
     """
 
     def __init__(
         self,
-        target: Client | AddressLike,
+        address: Client | AddressLike,
         port: int | None = None,
         *,
         tubes: Sequence[str] = ("default",),
@@ -894,9 +903,9 @@ class Worker:
         ssl: SSLOption = None,
         server_hostname: str | None = None,
     ) -> None:
-        if isinstance(target, AsyncClient):
+        if isinstance(address, AsyncClient):
             raise TypeError("Worker takes a Client, URL or address; AsyncWorker an AsyncClient")
-        self._target = target
+        self._target = address
         self._options: dict[str, Any] = {
             "port": port, "tubes": tubes, "concurrency": concurrency,
             "max_ack_delay": max_ack_delay, "idle_wait": idle_wait, "retry": retry,
@@ -906,11 +915,17 @@ class Worker:
             "server_hostname": server_hostname,
         }
         # Bad arguments (an address, ssl=, a count, a tube name) raise here, not in run().
-        AsyncWorker(target, **self._options)
+        shape = AsyncWorker(address, **self._options)
+        #: The server, resolved (a client given as ``address`` lends its own).
+        self.address: Address = shape.address
+        self._shown = (shape.tubes, shape.concurrency, shape._tls)
         self._async: AsyncWorker | None = None
         self._token: anyio.lowlevel.EventLoopToken | None = None
         self._stop_requested = False
         self._ready = threading.Event()
+
+    def __repr__(self) -> str:
+        return _describe(self, self.address, *self._shown)
 
     @property
     def stats(self) -> WorkerStats:

@@ -42,8 +42,6 @@ from __future__ import annotations
 
 import logging
 import math
-import signal
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -57,10 +55,11 @@ import anyio.lowlevel
 
 from jobwire._backoff import Backoff
 from jobwire._pending import Pending
+from jobwire._signals import wants_signals, watch_signals
 from jobwire._streams import SSLOption, tls_context
 from jobwire._threads import run_in_thread
 from jobwire._transport import AsyncTransport
-from jobwire._url import Address
+from jobwire._url import Address, address_url, describe
 from jobwire.errors import JobwireError, LocalProtocolError, OperationTimeout, TLSError
 from jobwire.events import EventSink, default_worker_id, failure_group
 
@@ -211,6 +210,9 @@ class AsyncWorker:
         self._noop_waits: set[anyio.CancelScope] = set()  # waits for NOOP only
         self._limiter: anyio.CapacityLimiter | None = None
 
+    def __repr__(self) -> str:
+        return _describe(self, self)
+
     def register(
         self, function: str | bytes, handler: Callable[[AsyncJob], Awaitable[Any]], *,
         timeout: float | None = None, exceptions: bool = False,
@@ -280,25 +282,17 @@ class AsyncWorker:
         """
         if not self._abilities:
             raise LocalProtocolError("register at least one function before run()")
-        if handle_signals is None:
-            handle_signals = threading.current_thread() is threading.main_thread()
         self._limiter = anyio.CapacityLimiter(self.concurrency)
         try:
             async with anyio.create_task_group() as outer:
-                if handle_signals:
-                    outer.start_soon(self._watch_signals)
+                if wants_signals(handle_signals):
+                    outer.start_soon(watch_signals, self.stop, logger)
                 async with anyio.create_task_group() as servers:
                     for address in self._addresses:
                         servers.start_soon(self._serve_server, address)
                 outer.cancel_scope.cancel()
         finally:
             self._stopping = False
-
-    async def _watch_signals(self) -> None:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async for signum in signals:
-                logger.info("signal %s: stopping after the running jobs", signum)
-                self.stop()
 
     async def _serve_server(self, address: Address) -> None:
         backoff = Backoff(base=0.05, cap=5.0)
@@ -509,6 +503,18 @@ def _text(name: bytes) -> str:
     return name.decode("utf-8", "replace")
 
 
+def _describe(shown: object, worker: AsyncWorker) -> str:
+    """The ``repr`` of both workers: ``<gearman_client.Worker gearman://10.0.0.1:4730,
+    gearman://10.0.0.2:4730 functions=['resize'] client_id='w-1' concurrency=8>``."""
+    servers = ",".join(address_url(a, "gearman") for a in worker._addresses)
+    functions = [_text(name) for name in list(worker._abilities)]
+    return describe(
+        shown, servers, f"functions={functions!r}" if functions else "",
+        "" if worker.client_id is None else f"client_id={_text(worker.client_id)!r}",
+        f"concurrency={worker.concurrency}", "tls" if worker.ssl_context is not None else "",
+    )
+
+
 @dataclass(eq=False)
 class Job:
     """A job given to a sync handler (runs in a worker thread). Its calls run on the worker's
@@ -569,6 +575,9 @@ class Worker:
         )
         self._token: anyio.lowlevel.EventLoopToken | None = None
         self._limiter: anyio.CapacityLimiter | None = None
+
+    def __repr__(self) -> str:
+        return _describe(self, self._async)
 
     @property
     def stats(self) -> WorkerStats:

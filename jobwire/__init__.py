@@ -1,5 +1,9 @@
 """What every jobwire protocol shares: errors, addresses, back-off, buffers and streams.
 
+The errors every package raises are importable from here: ``from jobwire import
+SerializationError, DeserializationError`` (defined in :mod:`jobwire.serializers`), as are the
+others of :mod:`jobwire.errors`.
+
 The protocol packages are ``beanstalk_client``, ``gearman_client``, ``workq_client`` and
 ``qless_client``; this package holds no protocol.
 """
@@ -31,6 +35,7 @@ from .errors import (
     RemoteProtocolError,
     TLSError,
 )
+from .serializers import DeserializationError, SerializationError
 
 __all__ = [
     "Address",
@@ -39,6 +44,7 @@ __all__ = [
     "BulkError",
     "ConnectFailed",
     "ConnectionLost",
+    "DeserializationError",
     "InvalidAddress",
     "JobwireConnectionError",
     "JobwireError",
@@ -47,6 +53,7 @@ __all__ = [
     "OperationTimeout",
     "ProtocolError",
     "RemoteProtocolError",
+    "SerializationError",
     "TLSError",
     "TCPAddress",
     "UnixAddress",

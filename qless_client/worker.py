@@ -14,7 +14,8 @@ What a handler's outcome does
 -----------------------------
 * It **returns**: the job is completed (``complete``). Returning :class:`Next` completes it
   into another queue: ``return Next("deliver", delay=30)``. Changes the handler made to
-  ``job.data`` are saved with it.
+  ``job.data`` are saved with it, written by the client's serializer; data the handler never
+  read goes back exactly as stored (data the serializer cannot read completes too).
 * It **raises**: the job is failed (``fail``) with group = the exception's type
   (``module.QualName``; builtins without ``builtins.``) and message = the traceback. An
   exception the :class:`RetryPolicy` lists is retried instead (``retry`` with the policy's
@@ -81,8 +82,6 @@ from __future__ import annotations
 
 import logging
 import math
-import signal
-import threading
 import traceback
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
@@ -98,16 +97,20 @@ import anyio.lowlevel
 from typing_extensions import Unpack
 
 from jobwire._backoff import Backoff
+from jobwire._signals import wants_signals, watch_signals
 from jobwire._streams import SSLOption
 from jobwire._threads import run_in_thread
-from jobwire._url import AddressLike
+from jobwire._url import AddressLike, describe
 from jobwire.errors import BulkError, ConnectFailed, JobwireError, LocalProtocolError
 from jobwire.events import EventSink, failure_group
 
 from . import _scripts as sc
-from ._client_async import AsyncClient, AsyncJob, _encode, _name, _seconds
+from ._client_async import _UNREAD as _UNREAD_ASYNC
+from ._client_async import AsyncClient, AsyncJob, _dump_text, _name, _seconds
+from ._client_sync import _UNREAD as _UNREAD_SYNC
 from ._client_sync import Client, Job
 from ._popguard import AsyncPopGuard, give_back
+from ._redis import AsyncRedis
 from ._resp import Push
 from .errors import JobNotFound, LostLock, RedisError, ScriptError, WrongQueue
 
@@ -269,10 +272,11 @@ class AsyncWorker:
     one connection (anyio: asyncio or trio). The module docstring says what happens when.
 
     Args:
-        target: an :class:`AsyncClient` (used as is, its worker name too; not closed), or the
-            Redis server in any form it takes (``redis://host:port/db``, ``unix://...``,
-            ``"host:port"``, ``("host", port)``...).
-        port: the port, when ``target`` is a bare host.
+        address: the Redis server in any form :class:`AsyncClient` takes
+            (``redis://host:port/db``, ``unix://...``, ``"host:port"``, ``("host", port)``...),
+            or an :class:`AsyncClient` (used as is, its worker name and serializer too; not
+            closed).
+        port: the port, when ``address`` is a bare host.
         queues: the queues to pop from, in order.
         mode: ``"ordered"`` (earlier queues first) or ``"round-robin"``.
         concurrency: most jobs handled at once; also the most jobs one round of pops asks for.
@@ -298,7 +302,7 @@ class AsyncWorker:
 
     def __init__(
         self,
-        target: AsyncClient | AddressLike = "127.0.0.1",
+        address: AsyncClient | AddressLike = "127.0.0.1",
         port: int | None = None,
         *,
         queues: Sequence[str],
@@ -331,20 +335,24 @@ class AsyncWorker:
         self.backoff = backoff or Backoff(base=0.1, cap=5.0)
         self.stats = WorkerStats()
         self.events = events
-        if isinstance(target, AsyncClient):
+        if isinstance(address, AsyncClient):
             if port is not None or worker_name is not None or redis_options:
                 raise TypeError("port, worker_name and Redis options go with an address, "
                                 "not with an AsyncClient")
-            self._given: AsyncClient | None = target
-            self.worker_name = target.worker_name
+            self._given: AsyncClient | None = address
+            self.worker_name = address.worker_name
+            redis = address.redis
         else:
-            if isinstance(target, Client):
+            if isinstance(address, Client):
                 raise TypeError("AsyncWorker takes an AsyncClient or an address, not a Client")
             # Built now so that a bad address raises here; opened (and closed) by run().
             self._given = None
-            self._address: tuple[Any, ...] = (target, port)
+            self._address: tuple[Any, ...] = (address, port)
             self._options: dict[str, Any] = {"worker_name": worker_name, **redis_options}
-            self.worker_name = AsyncClient(target, port, **self._options).worker_name
+            probe = AsyncClient(address, port, **self._options)
+            self.worker_name, redis = probe.worker_name, probe.redis
+        #: The server as ``repr`` shows it (never the password).
+        self._where = _where(redis)
         #: Makes the job object handlers get (the sync Worker makes thread-side ``Job``s).
         self._make_job: Callable[[AsyncClient, sc.JobData], AsyncJob | Job] = AsyncJob
         #: Cancel an async handler whose lock is lost (a thread cannot be: it is only told).
@@ -371,6 +379,9 @@ class AsyncWorker:
         self._ready: deque[_Held] = deque()
         self._idle: list[anyio.Event] = []
         self._next_queue = 0  # round-robin: where the next round starts
+
+    def __repr__(self) -> str:
+        return _describe(self, self)
 
     async def __aenter__(self) -> AsyncWorker:
         return self
@@ -405,8 +416,6 @@ class AsyncWorker:
         """
         if self._running:
             raise RuntimeError("this worker is already running")
-        if handle_signals is None:
-            handle_signals = threading.current_thread() is threading.main_thread()
         self._running = True
         self._handler = handler
         self._stop_event = anyio.Event()
@@ -418,8 +427,8 @@ class AsyncWorker:
         self._client = self._observed or client
         try:
             async with anyio.create_task_group() as outer:
-                if handle_signals:
-                    outer.start_soon(self._watch_signals)
+                if wants_signals(handle_signals):
+                    outer.start_soon(watch_signals, self.stop, log)
                 # Handlers live in a task group of their own, hosted by a task, so that a
                 # shutdown can cancel them while heartbeats and hand-backs still run.
                 self._handlers_tg = await outer.start(self._host_handlers)
@@ -453,12 +462,6 @@ class AsyncWorker:
         async with anyio.create_task_group() as tg:
             task_status.started(tg)
             await anyio.sleep_forever()
-
-    async def _watch_signals(self) -> None:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async for signum in signals:
-                log.info("signal %s: stopping after the running jobs", signum)
-                self.stop()
 
     # -- popping -------------------------------------------------------------------------------
 
@@ -716,8 +719,8 @@ class AsyncWorker:
         job = held.job
         queue = job.queue or ""
         try:
-            data = _encode(job.data)
-        except LocalProtocolError as exc:
+            data = _data_to_save(job)
+        except LocalProtocolError as exc:  # SerializationError: the new data cannot be written
             await self._fail(held, exc)
             return
         nxt = result if isinstance(result, Next) else None
@@ -901,6 +904,38 @@ class AsyncWorker:
             await wake.wait()
 
 
+def _data_to_save(job: AsyncJob | Job) -> str:
+    """The data ``complete`` sends for a handler's job: the JSON text as stored when the handler
+    never read ``job.data`` (nothing is written again, so data the serializer cannot read, or
+    another binding's spelling of JSON, goes back untouched), else ``job.data`` written by the
+    client's serializer (what the handler changed in place is saved too).
+
+    Raises:
+        SerializationError: the serializer cannot write the handler's data.
+    """
+    if job._data is _UNREAD_ASYNC or job._data is _UNREAD_SYNC:
+        return job._data_text()
+    serializer: Any = job.client._serializer
+    return _dump_text(serializer, job._data)
+
+
+def _where(redis: AsyncRedis) -> str:
+    """A Redis connection's server for ``repr``: its URL with the database, never the
+    credentials, and ``tls`` when it uses TLS that the URL does not say."""
+    shown = redis._where()
+    return shown + " tls" if redis.ssl_context is not None and not redis.options.tls else shown
+
+
+def _describe(shown: object, worker: AsyncWorker) -> str:
+    """The ``repr`` of both workers: ``<qless_client.Worker redis://127.0.0.1:6379/0
+    queues=['emails'] concurrency=8 worker='host-42'>``."""
+    return describe(
+        shown, worker._where, f"queues={worker.queues!r}",
+        "" if worker.mode == "ordered" else f"mode={worker.mode!r}",
+        f"concurrency={worker.concurrency}", f"worker={worker.worker_name!r}",
+    )
+
+
 def _at(value: object, now: float) -> bool:
     """Whether a history time is ``now`` (both are the ``now`` a call sent, in ms)."""
     return (isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -927,13 +962,15 @@ class _Observed(AsyncClient):
     seen too, and so are hand-backs (``give_back``) and the pop guard's calls."""
 
     def __init__(self, client: AsyncClient, sink: EventSink) -> None:
-        # AsyncClient.__init__ is not called: the connection is ``client``'s.
+        # AsyncClient.__init__ is not called: the connection is ``client``'s, and so are its
+        # worker name, clock and serializer.
         self._inner = client
         self.redis = client.redis
         self._owns = False
         self._loaded = True
         self.worker_name = client.worker_name
         self.clock = client.clock
+        self._serializer = client._serializer
         self.sink = sink
         #: The jobs popped and not settled yet: jid -> (queue, attempt).
         self._popped: dict[str, tuple[str, int]] = {}
@@ -1015,11 +1052,13 @@ class _LoopClient(Client):
     one connection (no connection of its own)."""
 
     def __init__(self, client: AsyncClient, token: anyio.lowlevel.EventLoopToken) -> None:
-        # Client.__init__ is not called: it would open a connection.
+        # Client.__init__ is not called: it would open a connection. The worker name, clock
+        # and serializer are ``client``'s.
         self._async = client
         self._token = token
         self.worker_name = client.worker_name
         self.clock = client.clock
+        self._serializer = client._serializer
         self._owns = False
         self._loaded = True
 
@@ -1039,7 +1078,8 @@ class _LoopClient(Client):
 class Worker:
     """Run a blocking handler on jobs popped from ``queues``, up to ``concurrency`` at once in
     threads, over one connection. Same arguments and behaviour as :class:`AsyncWorker`
-    (``target`` is an address here: the connection lives on the worker's own event loop).
+    (``address`` is an address here, not a client: the connection lives on the worker's own
+    event loop).
 
         Worker("redis://127.0.0.1:6379/0", queues=["emails"], concurrency=8).run(handle)
 
@@ -1055,12 +1095,12 @@ class Worker:
     The constructor raises what :class:`AsyncWorker`'s raises (not :meth:`run`), and:
 
     Raises:
-        TypeError: a client as ``target``, or a keyword it does not take (``concurency=8``).
+        TypeError: a client as ``address``, or a keyword it does not take (``concurency=8``).
     """
 
     def __init__(
         self,
-        target: AddressLike = "127.0.0.1",
+        address: AddressLike = "127.0.0.1",
         port: int | None = None,
         *,
         queues: Sequence[str],
@@ -1075,10 +1115,10 @@ class Worker:
         events: EventSink | None = None,
         **redis_options: Unpack[RedisOptions],
     ) -> None:
-        if isinstance(target, (AsyncClient, Client)):
+        if isinstance(address, (AsyncClient, Client)):
             raise TypeError("Worker takes an address (its connection lives on its own event "
                             "loop); AsyncWorker takes an AsyncClient")
-        self._target = target
+        self._target = address
         self._port = port
         self._options: dict[str, Any] = {
             "queues": queues, "mode": mode, "concurrency": concurrency, "idle_wait": idle_wait,
@@ -1086,10 +1126,14 @@ class Worker:
             "shutdown_timeout": shutdown_timeout, "backoff": backoff,
             "worker_name": worker_name, "events": events, **redis_options,
         }
-        AsyncWorker(target, port, **self._options)  # bad arguments raise here, not in run()
+        shape = AsyncWorker(address, port, **self._options)  # bad arguments raise here
+        self._shown = _describe(self, shape)
         self._async: AsyncWorker | None = None
         self._token: anyio.lowlevel.EventLoopToken | None = None
         self._stop_requested = False
+
+    def __repr__(self) -> str:
+        return self._shown
 
     @property
     def stats(self) -> WorkerStats:

@@ -9,6 +9,8 @@ cannot come back.
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import inspect
 import re
 from collections.abc import Iterator
@@ -257,3 +259,97 @@ def redis_server() -> Iterator[Any]:
     server = start_redis()
     yield server
     server.stop()
+
+
+# -- the workers' table ---------------------------------------------------------------------------
+
+_CALL = re.compile(r"^(\w+)\((.*)\)$")
+_DEFAULT = re.compile(r"^(\w+)=(.+)$")
+
+
+def _workers_table() -> list[tuple[str, str, str]]:
+    """(row, package, entry) for every backticked entry of the Workers table; ``same`` is the
+    beanstalk cell again."""
+    section = NAMES.read_text().split("## Workers", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")]
+    header = [cell.strip() for cell in rows[0].strip("|").split("|")]
+    assert header == ["", "beanstalk", "gearman", "workq", "qless"]
+    out: list[tuple[str, str, str]] = []
+    for row in rows[1:]:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        first = cells[1]
+        for package, cell in zip(header[1:], cells[1:], strict=True):
+            entries = re.findall(r"`([^`]+)`", first if cell == "same" else cell)
+            assert entries, f"{row}: no entry for {package}"
+            out.extend((cells[0], package, entry) for entry in entries)
+    return out
+
+
+WORKERS_TABLE = _workers_table()
+
+
+def test_the_workers_table_covers_every_package_and_row() -> None:
+    assert {package for _, package, _ in WORKERS_TABLE} == set(PACKAGES)
+    rows = {row for row, _, _ in WORKERS_TABLE}
+    assert {"Build", "Handler", "Stop", "Stats: in all four"} <= rows
+    assert len(WORKERS_TABLE) >= 4 * len(rows)
+
+
+def _check_call(cls: type, entry: str) -> None:
+    """``method(a, b=X, *, c=, …, **Options)`` against ``cls.method`` (``Worker`` is the
+    constructor): the positional parameters in order (a default where one is written), the
+    keywords keyword-only; after a ``*`` without ``…`` or ``**``, no keyword is left out."""
+    match = _CALL.match(entry)
+    assert match, entry
+    method, params = match.groups()
+    function = cls.__init__ if method == "Worker" else getattr(cls, method)  # type: ignore[misc]
+    signature = inspect.signature(function)
+    params_of = [p for p in signature.parameters.values() if p.name != "self"]
+    tokens = [t.strip() for t in params.split(",") if t.strip()]
+    star = tokens.index("*") if "*" in tokens else len(tokens)
+    positional, keywords = tokens[:star], tokens[star + 1:]
+    where = f"{cls.__module__}.{cls.__qualname__}.{method}"
+    if positional[:1] != ["…"]:
+        actual = [p for p in params_of if p.kind is p.POSITIONAL_OR_KEYWORD]
+        assert [t.partition("=")[0] for t in positional] == [p.name for p in actual], where
+        for token, param in zip(positional, actual, strict=True):
+            if "=" in token:
+                assert repr(param.default) == token.partition("=")[2], (where, token)
+    else:
+        keywords = positional[1:] + keywords
+    open_ended = "*" not in tokens  # ``run(handler)`` names the positional parameters only
+    named = set()
+    for token in keywords:
+        if token == "…":
+            open_ended = True
+        elif token.startswith("**"):
+            open_ended = True
+            var = [p for p in params_of if p.kind is p.VAR_KEYWORD]
+            assert var and re.search(rf"\b{token[2:]}\b", str(var[0].annotation)), (where, token)
+        else:
+            name, _, default = token.partition("=")
+            keyword = signature.parameters.get(name)
+            assert keyword is not None and keyword.kind is keyword.KEYWORD_ONLY, (where, name)
+            if default:
+                assert repr(keyword.default) == default, (where, token)
+            named.add(name)
+    if not open_ended:
+        actual_keywords = {p.name for p in params_of if p.kind is p.KEYWORD_ONLY}
+        assert actual_keywords == named, where
+
+
+@pytest.mark.parametrize(("row", "package", "entry"), WORKERS_TABLE,
+                         ids=[f"{p}:{e}" for _, p, e in WORKERS_TABLE])
+def test_every_workers_table_entry_matches_the_sync_and_async_worker(
+    row: str, package: str, entry: str
+) -> None:
+    for cls in _classes(PACKAGES[package], "Worker"):
+        if _CALL.match(entry):
+            _check_call(cls, entry)
+        elif match := _DEFAULT.match(entry):
+            param = inspect.signature(cls).parameters[match[1]]
+            assert repr(param.default) == match[2], (cls, entry)
+        else:  # a counter of worker.stats
+            assert row.startswith(("Stats", "What is left")), (row, entry)
+            stats = importlib.import_module(f"{package}_client.worker").WorkerStats
+            assert entry in {f.name for f in dataclasses.fields(stats)}, (package, entry)

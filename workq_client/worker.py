@@ -52,19 +52,20 @@ Why it is shaped like this:
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import signal
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import anyio
 
 from jobwire._backoff import Backoff
+from jobwire._signals import log_signal, stop_on_signals, wants_signals, watch_signals
 from jobwire._streams import SSLOption, tls_context
-from jobwire._url import AddressLike, resolve_address
+from jobwire._url import AddressLike, address_url, describe, resolve_address
 from jobwire.errors import (
     ConnectFailed,
     JobwireConnectionError,
@@ -267,6 +268,11 @@ class _Base:
         self._stopping = False
         self._running = False
 
+    def __repr__(self) -> str:
+        return describe(self, address_url(self.address, "workq"), f"names={list(self.names)!r}",
+                        f"concurrency={self.concurrency}",
+                        "tls" if self.ssl_context is not None else "")
+
     def _leased(self, job: LeasedJob, at: float) -> None:
         self.stats.leased += 1
         self.stats.in_flight += 1
@@ -416,8 +422,6 @@ class AsyncWorker(_Base):
         """
         if self._running:
             raise RuntimeError("this worker is already running")
-        if handle_signals is None:
-            handle_signals = threading.current_thread() is threading.main_thread()
         self._running = True
         self._handler = handler
         self._gave_up = False
@@ -426,8 +430,8 @@ class AsyncWorker(_Base):
             self._stop_event.set()
         try:
             async with anyio.create_task_group() as outer:
-                if handle_signals:
-                    outer.start_soon(self._watch_signals)
+                if wants_signals(handle_signals):
+                    outer.start_soon(watch_signals, self.stop, logger)
                 outer.start_soon(self._shutdown_deadline, self._stop_event)
                 async with anyio.create_task_group() as slots:
                     for _ in range(self.concurrency):
@@ -437,12 +441,6 @@ class AsyncWorker(_Base):
             self._running = False
             self._stopping = False
             self._stop_event = None
-
-    async def _watch_signals(self) -> None:
-        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async for signum in signals:
-                logger.info("signal %s: stopping after the running jobs", signum)
-                self.stop()
 
     async def _shutdown_deadline(self, stopped: anyio.Event) -> None:
         """Once stopping, give the running handlers ``shutdown_timeout`` seconds, then cancel
@@ -604,6 +602,8 @@ class Worker(_Base):
                          ssl=ssl, server_hostname=server_hostname)
         self._lock = threading.Lock()
         self._stop_event = threading.Event()
+        #: The signal that stopped the run (logged by :meth:`_supervise`), if one did.
+        self._signalled: int | None = None
 
     def _leased(self, job: LeasedJob, at: float) -> None:
         with self._lock:
@@ -629,9 +629,10 @@ class Worker(_Base):
         self._stopping = True
         self._stop_event.set()
 
-    def _on_signal(self, signum: int, frame: object) -> None:
+    def _on_signal(self, signum: int) -> None:
         # A signal handler runs between two bytecodes of the main thread, which may hold any
-        # lock: it only sets a flag, which run() looks at within 0.1 s.
+        # lock: it only sets flags, which run() looks at within 0.1 s.
+        self._signalled = signum
         self._stopping = True
 
     def run(self, handler: SyncHandler, *, handle_signals: bool | None = None) -> None:
@@ -646,33 +647,32 @@ class Worker(_Base):
         """
         if self._running:
             raise RuntimeError("this worker is already running")
-        if handle_signals is None:
-            handle_signals = threading.current_thread() is threading.main_thread()
-        previous: dict[signal.Signals, Any] = {}
-        if handle_signals:
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                previous[signum] = signal.signal(signum, self._on_signal)
-        self._running = True
-        run = _Run()
-        try:
-            threads = [threading.Thread(target=self._slot, args=(handler, run, i),
-                                        name=f"workq-worker-{i}", daemon=True)
-                       for i in range(self.concurrency)]
-            for thread in threads:
-                thread.start()
-            self._supervise(threads, run)
-        finally:
-            for sig, old in previous.items():
-                signal.signal(sig, old if old is not None else signal.SIG_DFL)
-            self._running = False
-            self._stopping = False
-            self._stop_event.clear()
+        with contextlib.ExitStack() as signals:
+            if wants_signals(handle_signals):
+                signals.enter_context(stop_on_signals(self._on_signal))
+            self._running = True
+            run = _Run()
+            try:
+                threads = [threading.Thread(target=self._slot, args=(handler, run, i),
+                                            name=f"workq-worker-{i}", daemon=True)
+                           for i in range(self.concurrency)]
+                for thread in threads:
+                    thread.start()
+                self._supervise(threads, run)
+            finally:
+                signals.close()  # the old handlers first: a late signal cannot stop a next run
+                self._running = False
+                self._stopping = False
+                self._signalled = None
+                self._stop_event.clear()
 
     def _supervise(self, threads: list[threading.Thread], run: _Run) -> None:
         """Wait for stop, then for the slots: leases in flight run out within ``wait``,
         handlers get ``shutdown_timeout``; those still running then are given up."""
         while not self._stopping and any(t.is_alive() for t in threads):
             self._stop_event.wait(0.1)
+        if self._signalled is not None:
+            log_signal(logger, self._signalled)
         self._stop_event.set()  # wakes slots waiting out a back-off
         with self._lock:
             running = len(run.handling)
