@@ -209,11 +209,18 @@ class AsyncJob(Generic[D]):
         self._data, self._text = value, None
 
     def _data_text(self) -> str:
-        """The data to send back: as stored when it was not replaced (no round trip through
-        the serializer), else the new value written by it."""
+        """The data to send back: as stored when it was neither replaced nor changed in place
+        (no round trip through the serializer, so another binding's JSON spelling is kept),
+        else the current value written by the serializer."""
         if self._text is not None:
-            return self._text
-        return _dump_text(self.client._serializer, self._data)
+            if self._data is _UNREAD:
+                return self._text
+            # Read, and perhaps changed in place (``job.data["k"] = v``): keep the stored text
+            # only if it still reads as the current value.
+            stored = load(self.client._serializer, self._text.encode(), self.jid, "data")
+            if stored == self._data:
+                return self._text
+        return _dump_text(self.client._serializer, self.data)
 
     def _worker(self) -> str:
         """Who speaks for the job: the worker holding it, else this client's worker."""

@@ -240,6 +240,7 @@ def test_the_api_pages_list_every_public_name(site: Path) -> None:
         "beanstalk_client": "api/beanstalk_client", "gearman_client": "api/gearman_client",
         "workq_client": "api/workq_client", "qless_client": "api/qless_client",
         "jobwire.errors": "api/errors", "jobwire.testing": "api/testing",
+        "jobwire.serializers": "api/serializers",
     }
     for package, page in packages.items():
         text = (site / page / "index.html").read_text(encoding="utf-8")

@@ -58,6 +58,20 @@ def test_json_values_by_default(redis_server: RedisServer, queue: str) -> None:
         assert _stored(redis_server, jid) == '{"changed":true}'
 
 
+def test_data_changed_in_place_is_what_complete_saves(redis_server: RedisServer,
+                                                      queue: str) -> None:
+    with Client(redis_server.url, db=9) as client:
+        kept = client.queue(queue).put("k", {"n": 1}, jid=f"{queue}-kept")
+        changed = client.queue(queue).put("k", {"n": 1, "seen": []}, jid=f"{queue}-changed")
+        jobs = {job.jid: job for job in client.queue(queue).pop(2)}
+        assert jobs[kept].data == {"n": 1}  # read, not changed: the stored text is sent back
+        jobs[changed].data["seen"].append("worker")  # changed in place, not reassigned
+        for job in jobs.values():
+            job.complete()
+        assert _stored(redis_server, kept) == '{"n":1}'
+        assert json.loads(_stored(redis_server, changed)) == {"n": 1, "seen": ["worker"]}
+
+
 def test_your_own_type(redis_server: RedisServer, queue: str) -> None:
     with Client(redis_server.url, db=9, serializer=PointJson()) as client:
         jid = client.queue(queue).put("k", Point(1, 2))
