@@ -175,8 +175,8 @@ def test_workq_run_puts_results_and_per_row_errors_in_columns(
             raise ValueError("no boom")
         return job.payload.upper()
 
-    worker = WorkqWorker(workq_server.url, [qname], handle, concurrency=8)
-    thread = threading.Thread(target=worker.run, daemon=True)
+    worker = WorkqWorker(workq_server.url, [qname], concurrency=8)
+    thread = threading.Thread(target=worker.run, args=(handle,), daemon=True)
     thread.start()
     inputs = [f"v{i}" for i in range(100)] + ["boom", None]
     df = spark.createDataFrame([(i, v) for i, v in enumerate(inputs)], "n int, v string")
