@@ -1,5 +1,6 @@
 """Redis fixtures: a real ``redis-server`` as a subprocess on a free loopback port (and a unix
-socket), with no persistence (``--save "" --appendonly no``). With
+socket), started by :mod:`jobwire.testing` (whose ``redis_server`` fixture these override here),
+with no persistence (``--save "" --appendonly no``). With
 JOBWIRE_REQUIRE_REAL_SERVERS=1 (CI) a missing ``redis-server`` fails the tests that need it
 instead of skipping them.
 
@@ -8,84 +9,22 @@ There is no bundled Redis: qless is Lua scripts inside Redis, so the real server
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
-import tempfile
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
 
-from tests.conftest import REQUIRE_REAL, _wait_listening, free_port, stop_process
+from jobwire.testing import RedisServer, redis_binary
+from jobwire.testing import spawn_redis as _spawn
+from jobwire.testing import start_redis as _start_redis
 
-
-def redis_binary() -> str:
-    """The ``redis-server`` binary; skip (or fail under REQUIRE_REAL) when it is missing."""
-    binary = shutil.which("redis-server") or (
-        "/usr/bin/redis-server" if os.path.exists("/usr/bin/redis-server") else None
-    )
-    if binary is None:
-        message = "redis-server is not installed (apt-get install -y redis-server)"
-        if REQUIRE_REAL:
-            pytest.fail(message + " and JOBWIRE_REQUIRE_REAL_SERVERS=1")
-        pytest.skip(message)
-    return binary
-
-
-@dataclass
-class RedisServer:
-    """A running ``redis-server``: TCP on ``host:port`` and a unix socket at ``unix_path``."""
-
-    proc: subprocess.Popen[bytes]
-    port: int
-    unix_path: str
-    args: list[str]
-    host: str = "127.0.0.1"
-
-    @property
-    def url(self) -> str:
-        return f"redis://{self.host}:{self.port}"
-
-    @property
-    def unix_url(self) -> str:
-        return f"unix://{self.unix_path}"
-
-    def stop(self) -> None:
-        stop_process(self.proc)
-
-    def kill(self) -> None:
-        """Die at once (SIGKILL), as a crashed server does."""
-        self.proc.kill()
-        self.proc.wait()
-
-    def restart(self) -> None:
-        """Stop and start again on the same port and socket (a server restart: scripts and
-        connections are gone)."""
-        self.stop()
-        self.proc = _spawn(self.args, self.port)
-
-
-def _spawn(args: list[str], port: int) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _wait_listening(proc, (socket.AF_INET, str(port)), "redis-server")
-    return proc
+__all__ = ["RedisServer", "_spawn", "redis_binary", "start_redis"]
 
 
 def start_redis(*extra: str) -> RedisServer:
-    """Start a ``redis-server`` with ``extra`` arguments (e.g. ``"--requirepass", "pw"``)."""
-    binary = redis_binary()
-    port = free_port()
-    folder = tempfile.mkdtemp(prefix="jobwire-redis-")
-    unix_path = os.path.join(folder, "redis.sock")
-    args = [
-        binary, "--bind", "127.0.0.1", "--port", str(port), "--unixsocket", unix_path,
-        "--unixsocketperm", "700", "--save", "", "--appendonly", "no", "--dir", folder,
-        "--logfile", "", "--enable-debug-command", "yes", *extra,
-    ]
-    return RedisServer(_spawn(args, port), port, unix_path, args)
+    """:func:`jobwire.testing.start_redis` with the ``DEBUG`` command on (the suite's tests use
+    it) and ``extra`` arguments (e.g. ``"--requirepass", "pw"``)."""
+    return _start_redis("--enable-debug-command", "yes", *extra)
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
-"""Workq fixtures: the bundled server as a subprocess on a free loopback port.
+"""Workq fixtures: the bundled server as a subprocess on a free loopback port, started by
+:mod:`jobwire.testing` (whose ``workq_server`` fixture these override here).
 
 The real Workq server is a Go program not packaged for Debian, so the suite runs against the
 bundled one, started exactly as the real one would be (``-listen HOST:PORT``).
@@ -6,56 +7,15 @@ bundled one, started exactly as the real one would be (``-listen HOST:PORT``).
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
 import uuid
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import free_port, stop_process
+from jobwire.testing import WorkqServer
+from jobwire.testing import start_workq as start_workq_server
 
-
-@dataclass
-class WorkqServer:
-    proc: subprocess.Popen[bytes]
-    host: str
-    port: int
-
-    @property
-    def url(self) -> str:
-        return f"workq://{self.host}:{self.port}"
-
-    def connect(self) -> socket.socket:
-        sock = socket.create_connection((self.host, self.port), timeout=10)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return sock
-
-    def stop(self) -> None:
-        stop_process(self.proc)
-
-
-def start_workq_server(port: int | None = None, *, args: Sequence[str] = ()) -> WorkqServer:
-    """Start the bundled server; ``args`` are more command-line flags (``-c`` ...)."""
-    port = port or free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "workq_client.server", "-listen", f"127.0.0.1:{port}", *args],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}: {proc.stderr.read()!r}")  # type: ignore[union-attr]
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return WorkqServer(proc, "127.0.0.1", port)
-        except OSError:
-            time.sleep(0.02)
-    proc.kill()
-    raise RuntimeError("bundled Workq server did not start listening")
+__all__ = ["WorkqServer", "start_workq_server"]
 
 
 @pytest.fixture(scope="session")
