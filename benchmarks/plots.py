@@ -396,7 +396,7 @@ def render_scaling(doc: Mapping[str, Any]) -> tuple[str, bytes, str, list[str]]:
     sizes = FuncFormatter(lambda v, _: _size(v))
     for row, scan in zip(axes, scans, strict=True):
         title, x_name, _, unit, cost_unit = SCALING_SCANS[scan]
-        rate, cost = row
+        rate_ax, cost_ax = row
         colours: dict[str, str] = {}
         for label, client, points in by_scan[scan]:
             group = label.rsplit(", ", 1)[0] if scan == "body_size" else label.split(" -> ")[-1]
@@ -406,16 +406,16 @@ def render_scaling(doc: Mapping[str, Any]) -> tuple[str, bytes, str, list[str]]:
             style = {"color": colour, "linestyle": "--" if raw else "-",
                      "marker": "x" if raw else "o", "markersize": 4, "linewidth": 1.3}
             xs = [p[0] for p in points]
-            rate.plot(xs, [p[1] for p in points], label=label, **style)
+            rate_ax.plot(xs, [p[1] for p in points], label=label, **style)
             costs = [(p[0], p[2]) for p in points if p[2] is not None and p[2] > 0]
             if costs:
-                cost.plot([c[0] for c in costs], [c[1] for c in costs], label=label, **style)
+                cost_ax.plot([c[0] for c in costs], [c[1] for c in costs], label=label, **style)
         if scan == "concurrency":
             xs = sorted({p[0] for _, _, points in by_scan[scan] for p in points})
-            rate.plot(xs, [x / float(config.get("handler_s", 0.01)) for x in xs],
+            rate_ax.plot(xs, [x / float(config.get("handler_s", 0.01)) for x in xs],
                       color="#9e9e9e", linestyle=":", label="ideal: concurrency / handler time")
         ticks = sorted({p[0] for _, _, points in by_scan[scan] for p in points})
-        for ax, name in ((rate, unit), (cost, cost_unit)):
+        for ax, name in ((rate_ax, unit), (cost_ax, cost_unit)):
             ax.set_xscale("log")
             ax.set_xticks(ticks)
             ax.xaxis.set_major_formatter(sizes if scan == "body_size" else numbers)
@@ -431,8 +431,8 @@ def render_scaling(doc: Mapping[str, Any]) -> tuple[str, bytes, str, list[str]]:
             ax.set_ylabel(name, fontsize=8)
             ax.tick_params(labelsize=7)
             ax.grid(alpha=0.3)
-        rate.set_title(title, fontsize=9, loc="left")
-        rate.legend(fontsize=6, frameon=False)
+        rate_ax.set_title(title, fontsize=9, loc="left")
+        rate_ax.legend(fontsize=6, frameon=False)
     env = doc.get("environment", {})
     title = "How cost grows: jobwire against a raw socket"
     fig.suptitle(title, x=0.01, ha="left", fontsize=11)
