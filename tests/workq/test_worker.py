@@ -394,8 +394,15 @@ def test_a_sync_handler_failure_is_logged_with_its_traceback(
     with Client(workq_server.url) as client:
         job_id = client.add(qname, b"x")
         result = client.result(job_id, wait=5)
+        # The result can reach us before the worker has read the server's answer to its fail:
+        # wait until the worker has counted it, so the in-flight job below is the held one.
+        deadline = time.monotonic() + 10
+        while (worker.stats.failed, worker.stats.in_flight) != (1, 0):
+            assert time.monotonic() < deadline, worker.stats
+            time.sleep(0.01)
         client.add(qname, b"hold")
         while worker.stats.in_flight == 0:
+            assert time.monotonic() < deadline, worker.stats
             time.sleep(0.01)
         held.set()
     worker.stop()
