@@ -64,6 +64,8 @@ R = TypeVar("R", bound=Reply)
 
 #: Commands in flight at once in bulk calls (docs/beanstalkd.md: unbounded bursts are slower).
 DEFAULT_WINDOW = 256
+#: ``reserve`` has no arguments: one (immutable) command serves every call.
+_RESERVE = Reserve()
 
 
 class AsyncCommands(Generic[B]):
@@ -76,6 +78,8 @@ class AsyncCommands(Generic[B]):
     """
 
     _serializer: Serializer[B]
+    #: ``_serializer`` is ``RAW``: bodies are bytes as they are (the hot paths test this).
+    _raw = False
     #: The tube puts go to, as the last ``use`` answered (shown by ``repr``).
     _tube = "default"
 
@@ -113,10 +117,17 @@ class AsyncCommands(Generic[B]):
             Draining: the server is in drain mode.
             Buried: the server ran out of memory and buried the job (``.job_id``).
         """
-        data = dump(self._serializer, body)
-        reply = await self._call(
-            Put(data, priority, whole_seconds("delay", delay), whole_seconds("ttr", ttr))
-        )
+        # The common case costs one test each: bytes as they are, whole seconds.
+        if self._raw and type(body) is bytes:
+            data: bytes = body  # type: ignore[assignment]  # checked: it is bytes
+        else:
+            data = dump(self._serializer, body)
+        reply = await self._call(Put(
+            data,
+            priority,
+            delay if type(delay) is int else whole_seconds("delay", delay),
+            ttr if type(ttr) is int else whole_seconds("ttr", ttr),
+        ))
         return reply.job_id
 
     async def use(self, tube: str) -> str:
@@ -174,10 +185,12 @@ class AsyncCommands(Generic[B]):
                 touch that job.
         """
         if wait is None:
-            reply = await self._call(Reserve(), wait=None)
+            reply = await self._call(_RESERVE, None)
         else:
             seconds = whole_seconds("wait", wait)
-            reply = await self._call(ReserveWithTimeout(seconds), wait=seconds)
+            reply = await self._call(ReserveWithTimeout(seconds), seconds)
+        if self._raw:
+            return Job(reply.job_id, reply.body)  # type: ignore[arg-type]  # B is bytes
         return self._job(reply.job_id, reply.body)
 
     async def reserve_job(self, job: JobRef) -> Job[B]:
@@ -196,7 +209,7 @@ class AsyncCommands(Generic[B]):
         Raises:
             NotFound: no such job, or it is reserved by another connection.
         """
-        await self._call(Delete(job_id_of(job)))
+        await self._call(Delete(job.id if type(job) is Job else job_id_of(job)))
 
     async def delete_many(self, jobs: Iterable[JobRef], *, window: int = DEFAULT_WINDOW) -> None:
         """Delete every job, pipelined.

@@ -37,6 +37,7 @@ from ._events import (
     Touched,
     Using,
     Watching,
+    slot_setter,
 )
 
 __all__ = [
@@ -152,7 +153,7 @@ _NF = ErrorCode.NOT_FOUND.value
 # -- producer commands -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Put(Command[Inserted]):
     """``put <pri> <delay> <ttr> <bytes>`` and the body, into the used tube."""
 
@@ -167,14 +168,28 @@ class Put(Command[Inserted]):
         "INSERTED", "BURIED", "EXPECTED_CRLF", "JOB_TOO_BIG", "DRAINING"
     )
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.body, bytes):
-            raise LocalProtocolError(
-                f"job body must be bytes, not {type(self.body).__name__} (encode it first)"
-            )
-        _u32("priority", self.priority)
-        _u32("delay", self.delay)
-        _u32("ttr", self.ttr)
+    def __init__(
+        self, body: bytes, priority: int = DEFAULT_PRIORITY, delay: int = 0,
+        ttr: int = DEFAULT_TTR,
+    ) -> None:
+        # One test in the common case; the full checks, with their messages, otherwise.
+        if not (
+            type(body) is bytes
+            and type(priority) is int and 0 <= priority <= U32_MAX
+            and type(delay) is int and 0 <= delay <= U32_MAX
+            and type(ttr) is int and 0 <= ttr <= U32_MAX
+        ):
+            if not isinstance(body, bytes):
+                raise LocalProtocolError(
+                    f"job body must be bytes, not {type(body).__name__} (encode it first)"
+                )
+            _u32("priority", priority)
+            _u32("delay", delay)
+            _u32("ttr", ttr)
+        _set_put_body(self, body)
+        _set_put_priority(self, priority)
+        _set_put_delay(self, delay)
+        _set_put_ttr(self, ttr)
 
     def encode(self) -> bytes:
         return b"put %d %d %d %d\r\n%b\r\n" % (
@@ -184,6 +199,12 @@ class Put(Command[Inserted]):
             len(self.body),
             self.body,
         )
+
+
+_set_put_body = slot_setter(Put, "body")
+_set_put_priority = slot_setter(Put, "priority")
+_set_put_delay = slot_setter(Put, "delay")
+_set_put_ttr = slot_setter(Put, "ttr")
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +234,9 @@ class Reserve(Command[Reserved]):
     reply = Reserved
     accepts = _accepts("RESERVED", "DEADLINE_SOON", "TIMED_OUT")
 
+    def encode(self) -> bytes:
+        return b"reserve\r\n"
+
 
 @dataclass(frozen=True, slots=True)
 class ReserveWithTimeout(Command[Reserved]):
@@ -224,7 +248,8 @@ class ReserveWithTimeout(Command[Reserved]):
     accepts = _accepts("RESERVED", "DEADLINE_SOON", "TIMED_OUT")
 
     def __post_init__(self) -> None:
-        _u32("reserve timeout", self.seconds)
+        if not (type(self.seconds) is int and 0 <= self.seconds <= U32_MAX):
+            _u32("reserve timeout", self.seconds)
 
     def encode(self) -> bytes:
         return b"reserve-with-timeout %d\r\n" % self.seconds
@@ -240,13 +265,14 @@ class ReserveJob(Command[Reserved]):
     accepts = _accepts("RESERVED", _NF)
 
     def __post_init__(self) -> None:
-        _job_id(self.job_id)
+        if not (type(self.job_id) is int and 0 <= self.job_id <= U64_MAX):
+            _job_id(self.job_id)
 
     def encode(self) -> bytes:
         return b"reserve-job %d\r\n" % self.job_id
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Delete(Command[Deleted]):
     """``delete <id>``."""
 
@@ -255,11 +281,16 @@ class Delete(Command[Deleted]):
     reply = Deleted
     accepts = _accepts("DELETED", _NF)
 
-    def __post_init__(self) -> None:
-        _job_id(self.job_id)
+    def __init__(self, job_id: int) -> None:
+        if not (type(job_id) is int and 0 <= job_id <= U64_MAX):
+            _job_id(job_id)
+        _set_delete_id(self, job_id)
 
     def encode(self) -> bytes:
         return b"delete %d\r\n" % self.job_id
+
+
+_set_delete_id = slot_setter(Delete, "job_id")
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,9 +305,14 @@ class Release(Command[Released]):
     accepts = _accepts("RELEASED", "BURIED", _NF)
 
     def __post_init__(self) -> None:
-        _job_id(self.job_id)
-        _u32("priority", self.priority)
-        _u32("delay", self.delay)
+        if not (
+            type(self.job_id) is int and 0 <= self.job_id <= U64_MAX
+            and type(self.priority) is int and 0 <= self.priority <= U32_MAX
+            and type(self.delay) is int and 0 <= self.delay <= U32_MAX
+        ):
+            _job_id(self.job_id)
+            _u32("priority", self.priority)
+            _u32("delay", self.delay)
 
     def encode(self) -> bytes:
         return b"release %d %d %d\r\n" % (self.job_id, self.priority, self.delay)
@@ -293,8 +329,12 @@ class Bury(Command[BuriedReply]):
     accepts = _accepts("BURIED", _NF)
 
     def __post_init__(self) -> None:
-        _job_id(self.job_id)
-        _u32("priority", self.priority)
+        if not (
+            type(self.job_id) is int and 0 <= self.job_id <= U64_MAX
+            and type(self.priority) is int and 0 <= self.priority <= U32_MAX
+        ):
+            _job_id(self.job_id)
+            _u32("priority", self.priority)
 
     def encode(self) -> bytes:
         return b"bury %d %d\r\n" % (self.job_id, self.priority)
@@ -310,7 +350,8 @@ class Touch(Command[Touched]):
     accepts = _accepts("TOUCHED", _NF)
 
     def __post_init__(self) -> None:
-        _job_id(self.job_id)
+        if not (type(self.job_id) is int and 0 <= self.job_id <= U64_MAX):
+            _job_id(self.job_id)
 
     def encode(self) -> bytes:
         return b"touch %d\r\n" % self.job_id
@@ -361,7 +402,8 @@ class Peek(Command[Found]):
     accepts = _accepts("FOUND", _NF)
 
     def __post_init__(self) -> None:
-        _job_id(self.job_id)
+        if not (type(self.job_id) is int and 0 <= self.job_id <= U64_MAX):
+            _job_id(self.job_id)
 
     def encode(self) -> bytes:
         return b"peek %d\r\n" % self.job_id
@@ -420,7 +462,8 @@ class KickJob(Command[Kicked]):
     accepts = _accepts("KICKED", _NF)
 
     def __post_init__(self) -> None:
-        _job_id(self.job_id)
+        if not (type(self.job_id) is int and 0 <= self.job_id <= U64_MAX):
+            _job_id(self.job_id)
 
     def encode(self) -> bytes:
         return b"kick-job %d\r\n" % self.job_id
@@ -436,7 +479,8 @@ class StatsJob(Command[Ok]):
     accepts = _accepts("OK", _NF)
 
     def __post_init__(self) -> None:
-        _job_id(self.job_id)
+        if not (type(self.job_id) is int and 0 <= self.job_id <= U64_MAX):
+            _job_id(self.job_id)
 
     def encode(self) -> bytes:
         return b"stats-job %d\r\n" % self.job_id

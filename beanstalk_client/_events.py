@@ -8,8 +8,9 @@ commands in ``_commands.py``.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from jobwire._events import NEED_DATA, NeedData
 
@@ -33,6 +34,14 @@ __all__ = [
     "Using",
     "Watching",
 ]
+
+
+def slot_setter(cls: type, name: str) -> Callable[[Any, Any], None]:
+    """The setter of the slot ``name`` of the frozen dataclass ``cls``: how a hand-written
+    ``__init__`` of a hot event or command sets its fields (a third of the cost of the generated
+    one, which goes through ``object.__setattr__``). Call it after the class is built."""
+    setter: Callable[[Any, Any], None] = cls.__dict__[name].__set__
+    return setter
 
 
 class Event:
@@ -66,12 +75,15 @@ class ConnectionClosed(Event):
     reason: str = "closed by peer"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Inserted(Reply):
     """``INSERTED <id>``: ``put`` succeeded."""
 
     job_id: int
     word = "INSERTED"
+
+    def __init__(self, job_id: int) -> None:
+        _set_inserted_id(self, job_id)
 
     def encode(self) -> bytes:
         return b"INSERTED %d\r\n" % self.job_id
@@ -102,7 +114,7 @@ class Using(Reply):
         return b"USING " + self.tube.encode("ascii") + b"\r\n"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Reserved(Reply):
     """``RESERVED <id> <bytes>`` and the body: a job is now reserved by this connection."""
 
@@ -110,8 +122,17 @@ class Reserved(Reply):
     body: bytes
     word = "RESERVED"
 
+    def __init__(self, job_id: int, body: bytes) -> None:
+        _set_reserved_id(self, job_id)
+        _set_reserved_body(self, body)
+
     def encode(self) -> bytes:
         return b"RESERVED %d %d\r\n%b\r\n" % (self.job_id, len(self.body), self.body)
+
+
+_set_inserted_id = slot_setter(Inserted, "job_id")
+_set_reserved_id = slot_setter(Reserved, "job_id")
+_set_reserved_body = slot_setter(Reserved, "body")
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,8 @@ from typing_extensions import TypeVar
 
 from jobwire.errors import LocalProtocolError
 
+from ._events import slot_setter
+
 __all__ = ["Job", "JobRef", "job_id_of", "whole_seconds"]
 
 
@@ -18,7 +20,7 @@ __all__ = ["Job", "JobRef", "job_id_of", "whole_seconds"]
 B = TypeVar("B", default=bytes)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Job(Generic[B]):
     """A job as the server handed it out: its id and its body (as the client's serializer
     read it: the bytes verbatim by default)."""
@@ -27,6 +29,14 @@ class Job(Generic[B]):
     id: int
     #: The body: the bytes exactly as they were put, or what the serializer made of them.
     body: B
+
+    def __init__(self, id: int, body: B) -> None:
+        _set_job_id(self, id)
+        _set_job_body(self, body)
+
+
+_set_job_id = slot_setter(Job, "id")
+_set_job_body = slot_setter(Job, "body")
 
 
 #: A job or a job id: every command that names a job takes either.

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from jobwire._buffer import LineTooLong
+from jobwire._buffer import LineTooLong, MissingTerminator
 from jobwire._core import ConnectionState, InOrderClientCore
-from jobwire._numbers import parse_uint
+from jobwire._numbers import MAX_DIGITS, parse_uint
 from jobwire.errors import LocalProtocolError, RemoteProtocolError
 
 from ._commands import MAX_LINE, Command, Quit, validate_tube
@@ -121,6 +121,12 @@ for _code in ErrorCode:
     _LINE_PARSERS[_code.value.encode()] = _no_args(ErrorReply(_code))
 
 _BODY_REPLIES = (b"RESERVED", b"FOUND", b"OK")
+_OPEN = ConnectionState.OPEN  # an enum member looked up on its class costs as much as a call
+#: The replies that are one word and nothing else, as their (shared, immutable) events.
+_BARE_REPLIES: dict[bytes, Reply] = {
+    b"DELETED": DELETED, b"RELEASED": RELEASED, b"TOUCHED": TOUCHED, b"PAUSED": PAUSED,
+    **{code.value.encode(): ErrorReply(code) for code in ErrorCode},
+}
 
 
 class Connection(InOrderClientCore):
@@ -145,9 +151,10 @@ class Connection(InOrderClientCore):
         Raises:
             LocalProtocolError: the connection is closing, closed or poisoned.
         """
-        self._check_open(command.name)
+        if self._state is not _OPEN:
+            self._check_open(command.name)
         data = command.encode()
-        if isinstance(command, Quit):
+        if type(command) is Quit:
             self._state = ConnectionState.CLOSING
         else:
             self._pending.append(command)
@@ -162,60 +169,74 @@ class Connection(InOrderClientCore):
         )
 
     def _next_event(self) -> Reply | ConnectionClosed | NeedData:
-        buffer = self._buffer
-        if self._body_of is None:
-            try:
-                line = buffer.extract_line(MAX_LINE)
-            except LineTooLong as exc:
-                raise RemoteProtocolError(
-                    f"reply line longer than {MAX_LINE} bytes ({exc.length}+)"
-                ) from None
-            if line is None:
-                return self._closed() if self._eof else NEED_DATA
-            if not self._pending:
-                raise RemoteProtocolError(f"reply with no command awaiting one: {line[:60]!r}")
-            command = self._pending[0]
-            word, sep, rest = line.partition(b" ")
-            if sep and not rest:
-                raise RemoteProtocolError(f"reply with a trailing space: {line[:60]!r}")
-            if word not in command.accepts:
-                raise RemoteProtocolError(
-                    f"{line[:60]!r} cannot answer {command.name!r} (out of step?)"
-                )
-            if word in _BODY_REPLIES:
-                return self._start_body(word, rest)
-            reply = _LINE_PARSERS[word](command, rest)
-            self._pending.popleft()
-            if isinstance(reply, ErrorReply) and reply.fatal:
-                self._state = ConnectionState.CLOSED
-                self._closed_reason = f"out of step after {reply.code.value}"
-            return reply
-        return self._read_body()
-
-    def _start_body(self, word: bytes, rest: bytes) -> Reply | ConnectionClosed | NeedData:
-        if word == b"OK":
-            job_id, size = -1, _int(rest)
-        else:
-            raw_id, _, raw_size = rest.partition(b" ")
-            job_id, size = _int(raw_id), _int(raw_size)
-        if size > self.max_body_size:
+        if self._body_of is not None:
+            return self._read_body(*self._body_of)
+        try:
+            line = self._buffer.extract_line(MAX_LINE)
+        except LineTooLong as exc:
             raise RemoteProtocolError(
-                f"{word.decode()} announces {size} bytes, over max_body_size={self.max_body_size}"
-            )
-        self._body_of = (word, job_id, size)
-        return self._read_body()
-
-    def _read_body(self) -> Reply | ConnectionClosed | NeedData:
-        assert self._body_of is not None
-        word, job_id, size = self._body_of
-        chunk = self._buffer.extract_exactly(size + 2)
-        if chunk is None:
+                f"reply line longer than {MAX_LINE} bytes ({exc.length}+)"
+            ) from None
+        if line is None:
             return self._closed() if self._eof else NEED_DATA
-        if not chunk.endswith(b"\r\n"):
-            raise RemoteProtocolError(f"{word.decode()} body of {size} bytes not followed by CRLF")
+        pending = self._pending
+        if not pending:
+            raise RemoteProtocolError(f"reply with no command awaiting one: {line[:60]!r}")
+        command = pending[0]
+        word, sep, rest = line.partition(b" ")
+        if sep and not rest:
+            raise RemoteProtocolError(f"reply with a trailing space: {line[:60]!r}")
+        if word not in command.accepts:
+            raise RemoteProtocolError(
+                f"{line[:60]!r} cannot answer {command.name!r} (out of step?)"
+            )
+        # The hot replies first, inline: INSERTED <id>, then the bare words (DELETED, ...),
+        # then the replies with a body (RESERVED <id> <bytes>, FOUND, OK <bytes>).
+        if word == b"INSERTED" and 0 < len(rest) <= MAX_DIGITS and rest.isdigit():
+            pending.popleft()
+            return Inserted(int(rest))
+        reply = _BARE_REPLIES.get(word) if not rest else None
+        if reply is None:
+            if word in _BODY_REPLIES:
+                if word == b"OK":
+                    job_id, raw_size = -1, rest
+                else:
+                    raw_id, _, raw_size = rest.partition(b" ")
+                    job_id = (
+                        int(raw_id) if 0 < len(raw_id) <= MAX_DIGITS and raw_id.isdigit()
+                        else _int(raw_id)  # raises
+                    )
+                size = (
+                    int(raw_size) if 0 < len(raw_size) <= MAX_DIGITS and raw_size.isdigit()
+                    else _int(raw_size)  # raises
+                )
+                if size > self.max_body_size:
+                    raise RemoteProtocolError(
+                        f"{word.decode()} announces {size} bytes, over "
+                        f"max_body_size={self.max_body_size}"
+                    )
+                self._body_of = (word, job_id, size)
+                return self._read_body(word, job_id, size)
+            reply = _LINE_PARSERS[word](command, rest)
+        pending.popleft()
+        if type(reply) is ErrorReply and reply.fatal:
+            self._state = ConnectionState.CLOSED
+            self._closed_reason = f"out of step after {reply.code.value}"
+        return reply
+
+    def _read_body(
+        self, word: bytes, job_id: int, size: int
+    ) -> Reply | ConnectionClosed | NeedData:
+        try:
+            body = self._buffer.extract_terminated(size)
+        except MissingTerminator:
+            raise RemoteProtocolError(
+                f"{word.decode()} body of {size} bytes not followed by CRLF"
+            ) from None
+        if body is None:
+            return self._closed() if self._eof else NEED_DATA
         self._body_of = None
         self._pending.popleft()
-        body = chunk[:-2]
         if word == b"RESERVED":
             return Reserved(job_id, body)
         if word == b"FOUND":

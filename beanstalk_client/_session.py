@@ -52,6 +52,8 @@ from .errors import ERRORS, Buried
 
 __all__ = ["Pending", "Session"]
 
+_monotonic = time.monotonic
+
 R = TypeVar("R", bound=Reply, covariant=True)
 
 #: Commands that settle or extend a reservation: queued behind a reserve that DEADLINE_SOON
@@ -65,7 +67,14 @@ class Pending(BasePending[R]):
     __slots__ = ("command", "sent_at")
 
     def __init__(self, command: Command[R], sent_at: float) -> None:
-        super().__init__(command.name)
+        # Every slot set here, without the base's __init__ (one call less per request).
+        self.name = command.name
+        self.reply = None
+        self.error = None
+        self.done = False
+        self.abandoned = False
+        self.waker = None
+        self.then = None
         self.command = command
         #: When it was submitted (``time.monotonic``): a re-issued reserve waits what is left.
         self.sent_at = sent_at
@@ -92,10 +101,15 @@ class Session(FifoSession["Pending[Reply]"]):
             ConnectionLost: the connection is already broken or closed.
             LocalProtocolError: the core refuses the command (e.g. after ``quit``).
         """
-        self.check_usable()
-        self.queue(self.conn.send(command))
-        pending: Pending[R] = Pending(command, time.monotonic())
-        self.expect(pending)
+        if self.broken is not None:
+            self.check_usable()
+        data = self.conn.send(command)
+        pending: Pending[R] = Pending(command, _monotonic())
+        if self._next is None and not self._out:  # FifoSession.queue, inline
+            self._next = data
+        else:
+            self._out += data
+        self._fifo.append(pending)
         return pending
 
     def dispatch(self, event: Reply) -> None:
@@ -104,7 +118,9 @@ class Session(FifoSession["Pending[Reply]"]):
         to send again once they are answered (see the module's docstring)."""
         pending = self._fifo.popleft()
         self._answered += 1
-        if (
+        if type(event) is pending.command.reply and not pending.abandoned:
+            pending.resolve(event)  # the common case: success, for a caller still waiting
+        elif (
             type(event) is ErrorReply
             and event.code is ErrorCode.DEADLINE_SOON
             and not pending.abandoned

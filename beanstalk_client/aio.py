@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from jobwire._pending import Pending as BasePending
 from jobwire._streams import SSLOption, tls_context
 from jobwire._transport import AsyncTransport
 from jobwire._url import Address, AddressLike, address_url, describe, resolve_address
-from jobwire.serializers import Serializer, detail, or_raw
+from jobwire.serializers import RAW, Serializer, detail, or_raw
 
 from ._api_async import AsyncCommands
 from ._commands import Command
@@ -79,6 +79,7 @@ class AsyncClient(AsyncCommands[B]):
             address, port, scheme="beanstalk", default_port=DEFAULT_PORT
         )
         self._serializer = or_raw(serializer)
+        self._raw = serializer is None or cast(object, serializer) is RAW
         self.timeout = timeout
         self.connect_timeout = timeout if connect_timeout is None else connect_timeout
         #: The TLS context of ``ssl=`` (``None``: plain TCP).
@@ -144,10 +145,15 @@ class AsyncClient(AsyncCommands[B]):
 
     async def _call(self, command: Command[R], wait: float | None = 0.0) -> R:
         transport = self._transport
-        await transport.connect()
+        if not transport.connected:
+            await transport.connect()
         pending = self._session.submit(command)
-        await transport.flush()
-        return await transport.wait(pending, self._limit(wait))
+        if not transport.flush_nowait():
+            await transport.flush()
+        timeout = self.timeout
+        return await transport.wait(
+            pending, None if wait is None or timeout is None else wait + timeout
+        )
 
     async def _call_many(
         self, commands: Iterable[Command[Reply]], window: int

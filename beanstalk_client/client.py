@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from types import TracebackType
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from jobwire._streams import SSLOption, tls_context
 from jobwire._transport import Transport
 from jobwire._url import Address, AddressLike, address_url, describe, resolve_address
-from jobwire.serializers import Serializer, detail, or_raw
+from jobwire.serializers import RAW, Serializer, detail, or_raw
 
 from ._api_sync import Commands
 from ._commands import Command
@@ -75,6 +75,7 @@ class Client(Commands[B]):
             address, port, scheme="beanstalk", default_port=DEFAULT_PORT
         )
         self._serializer = or_raw(serializer)
+        self._raw = serializer is None or cast(object, serializer) is RAW
         self.timeout = timeout
         self.connect_timeout = timeout if connect_timeout is None else connect_timeout
         #: The TLS context of ``ssl=`` (``None``: plain TCP).
@@ -131,9 +132,9 @@ class Client(Commands[B]):
 
     def _call(self, command: Command[R], wait: float | None = 0.0) -> R:
         pending = self._session.submit(command)
-        self._transport.flush()
-        limit = None if wait is None or self.timeout is None else wait + self.timeout
-        return self._transport.wait(pending, limit)
+        timeout = self.timeout
+        limit = None if wait is None or timeout is None else wait + timeout
+        return self._transport.call(pending, limit)
 
     def _call_many(self, commands: Iterable[Command[Reply]], window: int) -> list[Pending[Reply]]:
         return self._transport.pipeline(self._session.submit, commands, window, self.timeout)

@@ -30,6 +30,10 @@ class ConnectionState(enum.Enum):
     ERROR = "ERROR"
 
 
+#: For the hot paths: an enum member looked up on its class costs as much as a small call.
+_OPEN = ConnectionState.OPEN
+
+
 class InOrderClientCore:
     """Buffer, FIFO, end of input and poisoning; no I/O, not thread-safe."""
 
@@ -72,8 +76,17 @@ class InOrderClientCore:
         Raises:
             RemoteProtocolError: the server broke the protocol (also on every later call).
         """
-        if not self._buffer and not self._eof and self._state is ConnectionState.OPEN:
-            return NEED_DATA  # nothing buffered: the common end of a batch, cheaply
+        if self._state is _OPEN:
+            # Nothing buffered (the buffer's array is empty exactly then): the common end of a
+            # batch, without a call.
+            if not self._buffer._data and not self._eof:
+                return NEED_DATA
+            try:
+                return self._next_event()
+            except RemoteProtocolError as exc:
+                self._state = ConnectionState.ERROR
+                self._error = exc
+                raise
         if self._error is not None:
             raise RemoteProtocolError(str(self._error))
         if self._state is ConnectionState.CLOSED:

@@ -54,14 +54,15 @@ class Pending(Generic[R]):
     def resolve(self, reply: R) -> None:  # type: ignore[misc]  # written once, by the session
         """Complete with ``reply``; run ``then``, wake the waiter."""
         self.reply = reply
-        self._finish()
+        self.done = True
+        if self.then is not None:
+            self.then(self)
+        if self.waker is not None:
+            self.waker()
 
     def reject(self, error: JobwireError) -> None:
         """Complete with ``error`` (raised by :meth:`result`); run ``then``, wake the waiter."""
         self.error = error
-        self._finish()
-
-    def _finish(self) -> None:
         self.done = True
         if self.then is not None:
             self.then(self)

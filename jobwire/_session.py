@@ -39,9 +39,12 @@ class SessionLike(Protocol):
 class FifoSession(Generic[P]):
     """Outgoing bytes plus the Pendings awaiting replies, oldest first. No I/O."""
 
-    __slots__ = ("_fifo", "_out", "broken")
+    __slots__ = ("_fifo", "_next", "_out", "broken")
 
     def __init__(self) -> None:
+        # What to send: ``_next`` (bytes queued while nothing else was, kept without a copy),
+        # then ``_out`` (what came after it; subclasses may also append to ``_out`` directly).
+        self._next: bytes | None = None
         self._out = bytearray()
         self._fifo: deque[P] = deque()
         #: Why the connection can no longer be used, once it cannot.
@@ -59,7 +62,10 @@ class FifoSession(Generic[P]):
 
     def queue(self, data: bytes) -> None:
         """Add bytes for the transport to send."""
-        self._out += data
+        if self._next is None and not self._out:
+            self._next = data
+        else:
+            self._out += data
 
     def expect(self, pending: P) -> None:
         """Add a Pending that the next unclaimed reply will complete."""
@@ -67,7 +73,13 @@ class FifoSession(Generic[P]):
 
     def data_to_send(self) -> bytes:
         """Take every byte queued for the socket."""
-        if not self._out:
+        first = self._next
+        if first is not None:
+            self._next = None
+            if not self._out:
+                return first  # one request queued: sent as it is, no copy
+            self._out[:0] = first
+        elif not self._out:
             return b""
         data = bytes(self._out)
         self._out.clear()

@@ -332,6 +332,20 @@ class AsyncStream:
             except (anyio.ClosedResourceError, OSError, ValueError) as exc:
                 raise ConnectionLost(f"receive from {self.address}: closed") from exc
 
+    def receive_nowait(self) -> bytes | None:
+        """The bytes received already (``b""`` at end of stream), or None: nothing yet. Never
+        waits.
+
+        Raises:
+            ConnectionLost: the socket broke or was closed.
+        """
+        try:
+            return self._sock.recv(READ_SIZE)
+        except BlockingIOError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise ConnectionLost(f"receive from {self.address}: {exc}") from exc
+
     def send_nowait(self, data: bytes) -> int:
         """Write what the kernel takes now, without waiting; return how many bytes that was.
 
@@ -449,6 +463,9 @@ class AsyncTLSStream(AsyncStream):
             if out := tls.data_to_send():
                 await self._push(out)
         return data
+
+    def receive_nowait(self) -> bytes | None:
+        return None  # TLS records (and the answers some need written) go through receive()
 
     def send_nowait(self, data: bytes) -> int:
         self._out += self._tls.encrypt(data)

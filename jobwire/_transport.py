@@ -43,6 +43,7 @@ __all__ = ["AsyncTransport", "Transport"]
 
 R = TypeVar("R")
 T = TypeVar("T")
+_monotonic = time.monotonic
 P = TypeVar("P", bound=Pending[Any])
 
 
@@ -80,9 +81,13 @@ class _Pipeline:
 
     def blocker(self, nbytes: int) -> Pending[Any] | None:
         """The Pending to wait for before a request of ``nbytes`` may be queued, or None."""
+        budget = self.max_bytes
+        if len(self.pendings) - self.oldest < self.window and (
+            budget is None or self.outstanding + nbytes <= budget
+        ):
+            return None  # room even before counting what was answered: the common case
         self._retire()
         count = len(self.pendings) - self.oldest
-        budget = self.max_bytes
         if count == 0:
             return None  # nothing unanswered: anything goes, even over the budget
         over_count = count >= self.window
@@ -157,6 +162,8 @@ class AsyncTransport:
         self._writing = False
         self._reading = False
         self._closed = False
+        # Bytes taken from the session that the kernel did not take yet (flush sends them first).
+        self._unsent = b""
         # Tasks waiting for a reply, longest-waiting first (to hand the reader role to).
         self._waiters: dict[Pending[Any], None] = {}
 
@@ -198,6 +205,33 @@ class AsyncTransport:
         self.session.fail(ConnectionLost("closed by caller"))
         await self._drop_stream()
 
+    def flush_nowait(self) -> bool:
+        """Hand what the session has queued to the kernel as far as it takes it now, without
+        waiting: True when nothing is left to send (or the task sending now will send it);
+        False when :meth:`flush` must be awaited for the rest. The common case, a request
+        the kernel takes whole, then costs no coroutine.
+
+        Raises:
+            ConnectionLost: the send failed (the session is failed too).
+        """
+        if self._writing:
+            return True  # the task writing now sends our bytes too before it stops
+        stream = self._stream
+        if stream is None or self._unsent or stream.buffered:
+            return False  # flush() says why, or waits
+        data = self.session.data_to_send()
+        if not data:
+            return True
+        try:
+            sent = stream.send_nowait(data)
+        except JobwireError as exc:
+            self.session.fail(exc)
+            raise
+        if sent < len(data):
+            self._unsent = data[sent:]
+            return False
+        return not stream.buffered
+
     async def flush(self) -> None:
         """Send everything the session has queued (or leave it to the task sending now).
 
@@ -211,7 +245,8 @@ class AsyncTransport:
             raise ConnectionLost(f"not connected: {self.session.broken or 'closed'}")
         self._writing = True
         try:
-            while data := self.session.data_to_send():
+            while data := self._unsent or self.session.data_to_send():
+                self._unsent = b""
                 sent = stream.send_nowait(data)
                 if sent < len(data):
                     with anyio.CancelScope(shield=True):
@@ -244,12 +279,20 @@ class AsyncTransport:
         Raises:
             OperationTimeout: ``limit`` ran out; the Pending is abandoned.
         """
+        if not pending.done and not self._reading and self._read_nowait():
+            await self._finish_read()
+        if pending.done:
+            return  # answered already: no cancel scope, no trip through the event loop
         try:
             if limit is None or limit == math.inf:
                 await self._wait_loop(pending)  # no cancel scope: they cost on every call
             else:
-                with anyio.fail_after(limit):
+                # anyio.fail_after(limit), without its two generator layers
+                scope = anyio.CancelScope(deadline=anyio.current_time() + limit)
+                with scope:
                     await self._wait_loop(pending)
+                if scope.cancelled_caught and anyio.current_time() >= scope.deadline:
+                    raise TimeoutError
         except TimeoutError:
             pending.abandoned = True
             raise OperationTimeout(
@@ -321,19 +364,22 @@ class AsyncTransport:
         rest = iter(items)
         stop: JobwireError | None = None
         waited: Pending[Any] | None = None
-        unsent: list[T] = []  # the item taken from ``rest`` and not queued yet
+        session = self.session
+        sized = max_bytes is not None and size is not None
+        item: T | None = None
+        holding = False  # ``item`` was taken from ``rest`` and not queued yet
         try:
             for item in rest:
-                unsent.append(item)
-                nbytes = size(item) if max_bytes is not None and size is not None else 0
+                holding = True
+                nbytes = size(item) if sized else 0  # type: ignore[misc]  # size is set
                 while (waited := state.blocker(nbytes)) is not None:
                     await self.flush()
                     await self.wait_done(waited, limit)
                 waited = None
-                if self.session.broken is not None:
-                    stop = ConnectionLost(f"connection failed: {self.session.broken}")
+                if session.broken is not None:
+                    stop = ConnectionLost(f"connection failed: {session.broken}")
                     break
-                unsent.clear()
+                holding = False
                 try:
                     pending = submit(item)
                 except JobwireError as exc:
@@ -352,7 +398,8 @@ class AsyncTransport:
             stop = exc
         except JobwireError as exc:  # a failed send: the session failed every request
             stop = exc
-        return cast("list[P]", state.result(itertools.chain(unsent, rest), stop, waited))
+        unsent = itertools.chain((item,) if holding else (), rest)
+        return cast("list[P]", state.result(unsent, stop, waited))
 
     async def serve(self) -> None:
         """Be the reader until cancelled: read, feed the session, flush what its callbacks
@@ -381,6 +428,33 @@ class AsyncTransport:
         finally:
             self._hand_over_reading()
 
+    def _read_nowait(self) -> bool:
+        """Feed the session what the stream has received already, without waiting (no
+        coroutine in the common case). True when :meth:`_finish_read` must follow: the
+        connection broke, or what the session's callbacks queued was not all sent."""
+        stream = self._stream
+        if stream is None:
+            return False
+        try:
+            data = stream.receive_nowait()
+            if data is None:
+                return False
+            self.session.receive_data(data)
+            return self.session.broken is not None or not self.flush_nowait()
+        except JobwireError as exc:
+            self.session.fail(exc)
+            return True
+
+    async def _finish_read(self) -> None:
+        """After :meth:`_read_nowait`: drop a broken stream, or send what is left."""
+        if self.session.broken is None:
+            try:
+                await self.flush()
+                return
+            except JobwireError as exc:
+                self.session.fail(exc)
+        await self._drop_stream()
+
     async def _read_until(self, pending: Pending[Any]) -> None:
         stream = self._stream
         if stream is None:
@@ -392,7 +466,8 @@ class AsyncTransport:
                 if self.session.broken is not None:
                     await self._drop_stream()
                     break
-                await self.flush()
+                if not self.flush_nowait():
+                    await self.flush()
         except JobwireError as exc:
             self.session.fail(exc)
             await self._drop_stream()
@@ -501,17 +576,42 @@ class Transport:
         self.wait_done(pending, limit)
         return pending.result()
 
+    def call(self, pending: Pending[R], limit: float | None) -> R:
+        """:meth:`flush`, then :meth:`wait`: the round trip of a request just submitted, in
+        one call.
+
+        Raises:
+            ConnectionLost: closed, or the send failed (the connection is then closed).
+            OperationTimeout: the send or the reply took too long; the connection is closed.
+            JobwireError: whatever the request ended with.
+        """
+        data = self.session.data_to_send()
+        if data:
+            stream = self._usable()
+            try:
+                stream.send(data, self.timeout)
+            except JobwireError as exc:
+                self._broke(exc)
+                raise
+        if not pending.done:
+            self.wait_done(pending, limit)
+        return pending.result()
+
     def wait_done(self, pending: Pending[Any], limit: float | None) -> None:
         """Read until ``pending`` is done, without raising its own error.
 
         Raises:
             OperationTimeout: ``limit`` seconds passed; the connection is closed.
         """
-        deadline = None if limit is None else time.monotonic() + limit
+        if pending.done:
+            return
+        deadline = None if limit is None else _monotonic() + limit
         timeout = limit
         session = self.session
-        while not pending.done:
-            stream = self._usable()
+        while True:
+            stream = self._stream
+            if stream is None:
+                stream = self._usable()  # raises
             try:
                 data = stream.receive(timeout)
             except JobwireError as exc:
@@ -523,9 +623,13 @@ class Transport:
             if session.broken is not None:
                 self._drop_stream()
                 return
+            if pending.done:
+                return  # what callbacks queued goes out with the next request, or below
+            # What the session's callbacks queued (a reserve sent again after DEADLINE_SOON)
+            # goes out before the next read: whatever waits for it then gets its answer.
+            self.flush()
             if deadline is not None:
-                timeout = max(deadline - time.monotonic(), 0.001)
-            self.flush()  # what the session's callbacks queued
+                timeout = max(deadline - _monotonic(), 0.001)
 
     def pipeline(
         self,
@@ -547,19 +651,22 @@ class Transport:
         rest = iter(items)
         stop: JobwireError | None = None
         waited: Pending[Any] | None = None
-        unsent: list[T] = []  # the item taken from ``rest`` and not queued yet
+        session = self.session
+        sized = max_bytes is not None and size is not None
+        item: T | None = None
+        holding = False  # ``item`` was taken from ``rest`` and not queued yet
         try:
             for item in rest:
-                unsent.append(item)
-                nbytes = size(item) if max_bytes is not None and size is not None else 0
+                holding = True
+                nbytes = size(item) if sized else 0  # type: ignore[misc]  # size is set
                 while (waited := state.blocker(nbytes)) is not None:
                     self.flush()
                     self.wait_done(waited, limit)
                 waited = None
-                if self.session.broken is not None:
-                    stop = ConnectionLost(f"connection failed: {self.session.broken}")
+                if session.broken is not None:
+                    stop = ConnectionLost(f"connection failed: {session.broken}")
                     break
-                unsent.clear()
+                holding = False
                 try:
                     pending = submit(item)
                 except JobwireError as exc:
@@ -578,7 +685,8 @@ class Transport:
             stop = exc
         except JobwireError as exc:
             stop = exc
-        return cast("list[P]", state.result(itertools.chain(unsent, rest), stop, waited))
+        unsent = itertools.chain((item,) if holding else (), rest)
+        return cast("list[P]", state.result(unsent, stop, waited))
 
     def _usable(self) -> SyncStream:
         stream = self._stream

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobwire import Backoff, LocalProtocolError, TCPAddress, UnixAddress, parse_url
-from jobwire._buffer import _COMPACT_AT, LineTooLong, ReceiveBuffer
+from jobwire._buffer import _COMPACT_AT, _VIEW_AT, LineTooLong, MissingTerminator, ReceiveBuffer
 from jobwire._pending import Pending
 from jobwire._transport import _Pipeline
 from jobwire.errors import BulkError, ConnectionLost, JobwireError, NotSent
@@ -103,7 +103,7 @@ class TestSearchCursor:
             assert arr.starts[-1] >= before - 1
         buf.feed(b"\r\n")
         assert buf.extract_line() == b"x" * 500
-        assert arr is buf._data  # the same array is reused after it is emptied
+        assert buf._data == b"" and not buf  # emptied: the next chunk is kept as it comes
 
     def test_cursor_keeps_a_trailing_cr_in_view(self) -> None:
         buf = ReceiveBuffer()
@@ -254,6 +254,44 @@ class TestExtractExactlyAndDiscard:
         assert buf.extract_line() == b"bb"
 
 
+class TestExtractTerminated:
+    def test_block_and_terminator_removed(self) -> None:
+        buf = ReceiveBuffer()
+        buf.feed(b"ab\r\ncd\r\nnext\r\n")
+        assert buf.extract_terminated(6) == b"ab\r\ncd"
+        assert buf.extract_line() == b"next"
+        assert not buf
+
+    def test_waits_for_the_terminator(self) -> None:
+        buf = ReceiveBuffer()
+        buf.feed(b"abc\r")
+        assert buf.extract_terminated(3) is None
+        buf.feed(b"\n")
+        assert buf.extract_terminated(3) == b"abc"
+
+    def test_something_else_after_the_block_is_refused_and_nothing_removed(self) -> None:
+        buf = ReceiveBuffer()
+        buf.feed(b"abcXY")
+        with pytest.raises(MissingTerminator):
+            buf.extract_terminated(3)
+        assert buf.peek(5) == b"abcXY"
+
+    def test_a_large_block_across_many_feeds(self) -> None:
+        body = bytes(range(256)) * (4 * _VIEW_AT // 256 + 3)  # over the view threshold
+        buf = ReceiveBuffer()
+        buf.feed(b"LINE\r\n" + body[:100])
+        assert buf.extract_line() == b"LINE"
+        for i in range(100, len(body), 1000):
+            assert buf.extract_terminated(len(body)) is None
+            buf.feed(body[i : i + 1000])
+        buf.feed(b"\r\nafter")
+        assert buf.extract_terminated(len(body)) == body
+        buf.feed(b"more")  # the array from which the block was copied can still grow
+        assert buf.extract_line() is None
+        buf.feed(b"\r\n")
+        assert buf.extract_line() == b"aftermore"
+
+
 class TestCompaction:
     def test_many_lines_through_a_small_window(self) -> None:
         lines = [b"line-%06d" % i for i in range(30_000)]  # 13 bytes each, ~380 KiB in all
@@ -347,6 +385,14 @@ class _Model:
         chunk, self.data = self.data[:n], self.data[n:]
         return chunk
 
+    def extract_terminated(self, n: int) -> bytes | None:
+        if n + 2 > len(self.data):
+            return None
+        if self.data[n : n + 2] != b"\r\n":
+            raise MissingTerminator(n)
+        block, self.data = self.data[:n], self.data[n + 2 :]
+        return block
+
     def peek(self, n: int) -> bytes | None:
         return None if n > len(self.data) else self.data[:n]
 
@@ -378,6 +424,7 @@ _ops = st.one_of(
     st.tuples(st.just("feed"), st.one_of(_small_chunk, _big_chunk)),
     st.tuples(st.just("line"), st.one_of(st.none(), st.integers(1, 300))),
     st.tuples(st.just("exactly"), _amount),
+    st.tuples(st.just("terminated"), _amount),
     st.tuples(st.just("peek"), st.integers(0, 40)),
     st.tuples(st.just("discard"), _amount),
     st.tuples(st.just("through"), st.none()),
@@ -405,6 +452,15 @@ def test_buffer_matches_reference_model(ops: list[tuple[str, object]]) -> None:
         elif op == "exactly":
             assert isinstance(arg, int)
             assert buf.extract_exactly(arg) == model.extract_exactly(arg)
+        elif op == "terminated":
+            assert isinstance(arg, int)
+            try:
+                expected = model.extract_terminated(arg)
+            except MissingTerminator:
+                with pytest.raises(MissingTerminator):
+                    buf.extract_terminated(arg)
+            else:
+                assert buf.extract_terminated(arg) == expected
         elif op == "peek":
             assert isinstance(arg, int)
             assert buf.peek(arg) == model.peek(arg)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 
 import anyio
@@ -21,7 +22,7 @@ from beanstalk_client import (
     TimedOut,
 )
 
-from ..conftest import BeanstalkServer, free_port, start_server
+from ..conftest import BIG, BeanstalkServer, free_port, start_server
 from .fakes import scripted_server
 
 pytestmark = pytest.mark.anyio
@@ -100,6 +101,37 @@ async def test_put_many_10000(server: BeanstalkServer, tube: str) -> None:
         assert (await c.stats_tube(tube))["current-jobs-ready"] == 10_000
         await c.delete_many(ids)
         assert (await c.stats_tube(tube))["current-jobs-ready"] == 0
+
+
+async def test_writes_the_kernel_takes_in_part_stay_whole_and_in_order(
+    fresh_server: BeanstalkServer, tube: str
+) -> None:
+    """Nearly 1 MiB puts from tasks at once while the server is stopped (SIGSTOP): the kernel
+    takes part of a write, the rest is kept and goes out before anything queued after it, so
+    once the server runs again every body arrives whole and every reply in step."""
+    assert fresh_server.proc is not None
+    bodies = [bytes([65 + i]) * (BIG - 64 - i) for i in range(8)]
+    async with await _client(fresh_server, tube) as c:
+        ids: dict[int, bytes] = {}
+
+        async def put(body: bytes) -> None:
+            ids[await c.put(body)] = body
+
+        fresh_server.proc.send_signal(signal.SIGSTOP)
+        try:
+            async with anyio.create_task_group() as tg:
+                for body in bodies:
+                    tg.start_soon(put, body)
+                await anyio.sleep(0.3)  # every task has queued its put by now
+                fresh_server.proc.send_signal(signal.SIGCONT)
+        finally:
+            fresh_server.proc.send_signal(signal.SIGCONT)
+        assert sorted(ids.values()) == sorted(bodies)
+        for _ in bodies:
+            job = await c.reserve(wait=0)
+            assert job.body == ids.pop(job.id)
+            await c.delete(job)
+        assert not ids
 
 
 async def test_cancelled_reserve_never_steals_a_reply(server: BeanstalkServer, tube: str) -> None:
