@@ -12,17 +12,17 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta, timezone
-from typing import Generic
+from typing import Generic, cast
 
 from jobwire._pending import Pending
 from jobwire.errors import LocalProtocolError, RemoteProtocolError
-from jobwire.serializers import Serializer, dump, dump_all, load
+from jobwire.serializers import RAW, Serializer, dump, dump_all, load
 
 from ._commands import (
-    Add,
     Command,
     Complete,
     Delete,
+    EncodedAdd,
     Fail,
     InspectJob,
     InspectJobs,
@@ -156,8 +156,13 @@ class AsyncCommands(Generic[B]):
             DuplicateJob: a job with this id exists (the client then reconnects, see docs).
             ClientError, ServerError: the server refused it.
         """
-        command = Add(name, dump(self._serializer, payload, "payload"), to_ms("ttr", ttr),
-                      to_ms("ttl", ttl), priority, max_attempts, max_fails, job_id=job_id or "")
+        serializer: object = self._serializer
+        if type(payload) is bytes and serializer is RAW:
+            data = cast(bytes, payload)  # what RAW.dumps returns: the same bytes
+        else:
+            data = dump(self._serializer, payload, "payload")
+        command = EncodedAdd(name, data, to_ms("ttr", ttr), to_ms("ttl", ttl), priority,
+                             max_attempts, max_fails, job_id=job_id or "")
         await self._call(command)
         return command.job_id
 
@@ -195,16 +200,16 @@ class AsyncCommands(Generic[B]):
         """
         ttr_ms, ttl_ms = to_ms("ttr", ttr), to_ms("ttl", ttl)
         data = dump_all(self._serializer, payloads, "payload")
-        ids = [""] * len(data) if job_ids is None else list(job_ids)
-        if len(ids) != len(data):
+        ids = None if job_ids is None else list(job_ids)
+        if ids is not None and len(ids) != len(data):
             raise LocalProtocolError(f"{len(ids)} job ids for {len(data)} payloads")
-        commands = [Add(name, payload, ttr_ms, ttl_ms, priority, job_id=job_id)
-                    for payload, job_id in zip(data, ids, strict=True)]
+        commands = EncodedAdd.many(name, data, ttr_ms, ttl_ms, priority, ids)
         pendings = await self._call_many(commands, window, max_bytes)
-        results = [command.job_id if pending.error is None else pending.error
-                   for command, pending in zip(commands, pendings, strict=True)]
-        BulkError.check(results)
-        return [command.job_id for command in commands]
+        added = [command.job_id for command in commands]
+        if any(pending.error is not None for pending in pendings):
+            BulkError.check([job_id if pending.error is None else pending.error
+                             for job_id, pending in zip(added, pendings, strict=True)])
+        return added
 
     async def schedule(
         self,

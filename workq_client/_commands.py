@@ -14,14 +14,19 @@ and client and server agree by construction.
 Each command class declares ``shape``: which success reply answers it (``_protocol.py`` reads the
 reply by that shape), and ``has_payload``: whether a data block follows the command line (a
 ``-CLIENT-ERROR`` to such a command may leave the server out of step, docs/workq.md).
+
+:class:`EncodedAdd` is the clients' own ``add``: checked exactly as :class:`Add` is, but kept as
+its id and its bytes only (the clients' hot path, docs/workq.md "What an add costs").
 """
 
 from __future__ import annotations
 
 import enum
 import math
+import os
 import re
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import ClassVar, Final
@@ -40,6 +45,7 @@ __all__ = [
     "Command",
     "Complete",
     "Delete",
+    "EncodedAdd",
     "Fail",
     "InspectJob",
     "InspectJobs",
@@ -55,6 +61,7 @@ __all__ = [
     "Shape",
     "format_time",
     "new_id",
+    "new_ids",
     "parse_time",
     "to_ms",
     "validate_id",
@@ -83,6 +90,13 @@ I32_MIN: Final = -(2**31)
 I32_MAX: Final = 2**31 - 1
 
 _NAME_RE = re.compile(r"[a-zA-Z0-9_.\-]{1,255}")
+#: A UUIDv4 (RFC 4122 variant) already in canonical lower-case form: taken as it is.
+_CANONICAL_V4 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
+#: A hex digit of random bits -> the UUID variant digit (10xx in binary) keeping its low bits.
+_VARIANT = {c: "89ab"[int(c, 16) & 3] for c in "0123456789abcdef"}
+#: Names already found valid (plain ``str`` only), so the common case costs one set lookup.
+_KNOWN_NAMES: set[str] = set()
+_KNOWN_NAMES_MAX = 4096
 TIME_FORMAT: Final = "%Y-%m-%dT%H:%M:%SZ"
 
 
@@ -115,8 +129,18 @@ class Shape(enum.Enum):
 
 
 def new_id() -> str:
-    """A fresh random UUIDv4 in canonical form."""
-    return str(uuid.uuid4())
+    """A fresh random UUIDv4 in canonical form: 122 bits from ``os.urandom`` (what
+    ``uuid.uuid4()`` reads), with the version and variant bits set as ``uuid.uuid4()`` sets them."""
+    h = os.urandom(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
+
+
+def new_ids(count: int) -> list[str]:
+    """``count`` fresh random UUIDv4s in canonical form, as :func:`new_id` makes them, from
+    one ``os.urandom`` call."""
+    h = os.urandom(16 * count).hex()
+    return [f"{h[i:i + 8]}-{h[i + 8:i + 12]}-4{h[i + 13:i + 16]}-{_VARIANT[h[i + 16]]}"
+            f"{h[i + 17:i + 20]}-{h[i + 20:i + 32]}" for i in range(0, 32 * count, 32)]
 
 
 def validate_id(value: object) -> str:
@@ -125,6 +149,8 @@ def validate_id(value: object) -> str:
     Raises:
         InvalidArgument: not a UUID, or not version 4.
     """
+    if type(value) is str and _CANONICAL_V4.fullmatch(value) is not None:
+        return value  # the common case: already canonical
     if isinstance(value, uuid.UUID):
         parsed = value
     elif isinstance(value, str):
@@ -150,6 +176,8 @@ def validate_name(value: object) -> str:
         InvalidArgument: not a ``str``, empty, too long, or a character outside that set
             (spaces, CR, LF and NUL included).
     """
+    if type(value) is str and value in _KNOWN_NAMES:
+        return value
     if not isinstance(value, str):
         raise InvalidArgument(f"name must be str, not {type(value).__name__}", "Invalid name")
     if _NAME_RE.fullmatch(value) is None:
@@ -158,6 +186,8 @@ def validate_name(value: object) -> str:
                                   "Invalid name")
         raise InvalidArgument(f"name {value[:80]!r} has a character outside a-zA-Z0-9_.-",
                               "Invalid name")
+    if type(value) is str and len(_KNOWN_NAMES) < _KNOWN_NAMES_MAX:
+        _KNOWN_NAMES.add(value)
     return value
 
 
@@ -184,17 +214,31 @@ def to_ms(what: str, value: float | timedelta) -> int:
     Raises:
         LocalProtocolError: not a number, negative, NaN or infinite.
     """
+    if type(value) is int:
+        if value >= 0:
+            return value * 1000  # exact, however large (the range checks refuse too large)
+    elif type(value) is float and 0 <= value < math.inf:  # the common case; NaN fails here too
+        ms = value * 1000
+        if ms.is_integer():
+            return int(ms)
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+    elif isinstance(value, int) and not isinstance(value, bool):  # an int subclass: exact
+        if value < 0:
+            raise LocalProtocolError(f"{what} must be a finite number of seconds >= 0, got {value}")
+        return int(value) * 1000
+    elif isinstance(value, float):
         seconds = float(value)
     else:
         raise LocalProtocolError(f"{what} must be seconds (float) or a timedelta, "
                                  f"not {type(value).__name__}")
     if math.isnan(seconds) or math.isinf(seconds) or seconds < 0:
         raise LocalProtocolError(f"{what} must be a finite number of seconds >= 0, got {value}")
+    ms = seconds * 1000
+    if math.isinf(ms):
+        raise LocalProtocolError(f"{what} of {value} seconds is out of range")
     # Round up, after removing float noise (0.3 s is 300 ms, not 301).
-    return math.ceil(round(seconds * 1000, 6))
+    return math.ceil(round(ms, 6))
 
 
 def format_time(value: datetime) -> str:
@@ -228,8 +272,7 @@ def parse_time(raw: str) -> datetime:
     return datetime.strptime(raw, TIME_FORMAT).replace(tzinfo=timezone.utc)
 
 
-def _set(obj: object, name: str, value: object) -> None:
-    object.__setattr__(obj, name, value)
+_set = object.__setattr__  # fields of frozen commands, set while they are built
 
 
 def _flags(priority: int, max_attempts: int | None = None, max_fails: int | None = None) -> bytes:
@@ -295,20 +338,124 @@ class Add(Command):
 
     def __post_init__(self) -> None:
         _set(self, "job_id", validate_id(self.job_id) if self.job_id else new_id())
-        validate_name(self.name)
-        _set(self, "payload", _data("payload", self.payload, "Invalid payload size"))
-        _int("ttr", self.ttr_ms, 1, MAX_TTR_MS, "Invalid TTR")
-        _int("ttl", self.ttl_ms, 1, MAX_TTL_MS, "Invalid TTL")
-        _int("priority", self.priority, I32_MIN, I32_MAX, "Invalid Priority")
-        _int("max_attempts", self.max_attempts, 0, MAX_ATTEMPTS, "Invalid max attempts")
-        _int("max_fails", self.max_fails, 0, MAX_FAILS, "Invalid max fails")
+        _set(self, "payload", _add_fields(self.name, self.payload, self.ttr_ms, self.ttl_ms,
+                                          self.priority, self.max_attempts, self.max_fails))
 
     def encode(self) -> bytes:
-        return b"add %s %s %d %d %d%s\r\n%b\r\n" % (
-            self.job_id.encode(), self.name.encode(), self.ttr_ms, self.ttl_ms,
-            len(self.payload), _flags(self.priority, self.max_attempts, self.max_fails),
-            self.payload,
-        )
+        return _encode_add(self.job_id, self.name, self.payload, self.ttr_ms, self.ttl_ms,
+                           self.priority, self.max_attempts, self.max_fails)
+
+
+def _add_fields(
+    name: str, payload: bytes, ttr_ms: int, ttl_ms: int, priority: int, max_attempts: int,
+    max_fails: int,
+) -> bytes:
+    """Check the fields of an add but its id, in their order; return the payload as bytes.
+    The common case (a known name, a ``bytes`` payload, plain ints in range) costs a few
+    comparisons.
+
+    Raises:
+        InvalidArgument: the first invalid field.
+    """
+    if type(name) is not str or name not in _KNOWN_NAMES:
+        validate_name(name)
+    if type(payload) is not bytes or len(payload) > MAX_PAYLOAD:
+        payload = _data("payload", payload, "Invalid payload size")
+    if not (type(ttr_ms) is int and 1 <= ttr_ms <= MAX_TTR_MS
+            and type(ttl_ms) is int and 1 <= ttl_ms <= MAX_TTL_MS
+            and type(priority) is int and I32_MIN <= priority <= I32_MAX
+            and type(max_attempts) is int and 0 <= max_attempts <= MAX_ATTEMPTS
+            and type(max_fails) is int and 0 <= max_fails <= MAX_FAILS):
+        _int("ttr", ttr_ms, 1, MAX_TTR_MS, "Invalid TTR")
+        _int("ttl", ttl_ms, 1, MAX_TTL_MS, "Invalid TTL")
+        _int("priority", priority, I32_MIN, I32_MAX, "Invalid Priority")
+        _int("max_attempts", max_attempts, 0, MAX_ATTEMPTS, "Invalid max attempts")
+        _int("max_fails", max_fails, 0, MAX_FAILS, "Invalid max fails")
+    return payload
+
+
+def _encode_add(
+    job_id: str, name: str, payload: bytes, ttr_ms: int, ttl_ms: int, priority: int,
+    max_attempts: int, max_fails: int,
+) -> bytes:
+    flags = _flags(priority, max_attempts, max_fails) if priority or max_attempts or max_fails \
+        else b""
+    return b"add %s %s %d %d %d%s\r\n%b\r\n" % (
+        job_id.encode(), name.encode(), ttr_ms, ttl_ms, len(payload), flags, payload)
+
+
+class EncodedAdd(Command):
+    """An :class:`Add` as the clients send it: checked exactly as ``Add`` checks it (the same
+    :class:`InvalidArgument`), and kept only as its id and its bytes, which are the bytes
+    ``Add(...).encode()`` gives. Cheaper to build than an ``Add`` (two fields, not eight) on the
+    clients' hot path; read-only.
+    """
+
+    __slots__ = ("_wire", "job_id")
+    job_id: str
+    _wire: bytes
+    verb: ClassVar[str] = "add"
+    has_payload: ClassVar[bool] = True
+
+    def __init__(
+        self, name: str, payload: bytes, ttr_ms: int, ttl_ms: int, priority: int = 0,
+        max_attempts: int = 0, max_fails: int = 0, job_id: str = "",
+    ) -> None:
+        job_id = validate_id(job_id) if job_id else new_id()
+        payload = _add_fields(name, payload, ttr_ms, ttl_ms, priority, max_attempts, max_fails)
+        _set(self, "job_id", job_id)
+        _set(self, "_wire", _encode_add(job_id, name, payload, ttr_ms, ttl_ms, priority,
+                                        max_attempts, max_fails))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is read-only")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._wire[:120]!r})"
+
+    def encode(self) -> bytes:
+        return self._wire
+
+    def wire_size(self) -> int:
+        return len(self._wire)
+
+    @classmethod
+    def many(
+        cls, name: str, payloads: Sequence[bytes], ttr_ms: int, ttl_ms: int, priority: int = 0,
+        job_ids: Sequence[str] | None = None,
+    ) -> list[EncodedAdd]:
+        """One add per payload (with its id from ``job_ids``, or a new one), each checked as
+        ``EncodedAdd(name, payload, ttr_ms, ttl_ms, priority, job_id=...)`` would check it, in
+        order: the fields they share once, with the first; then each payload and id. New ids
+        come from one ``os.urandom`` call for the whole batch.
+
+        Raises:
+            InvalidArgument: the first invalid field.
+            LocalProtocolError: ``job_ids`` does not give one id per payload.
+        """
+        if job_ids is not None and len(job_ids) != len(payloads):
+            raise LocalProtocolError(f"{len(job_ids)} job ids for {len(payloads)} payloads")
+        if not payloads:
+            return []
+        ids = [""] * len(payloads) if job_ids is None else job_ids
+        first = cls(name, payloads[0], ttr_ms, ttl_ms, priority, job_id=ids[0])
+        fresh = iter(new_ids(len(ids) - 1 if job_ids is None
+                             else sum(1 for job_id in ids[1:] if not job_id)))
+        # b"add <id>" + middle + b"<size>\r\n<payload>\r\n", the middle built once.
+        middle = b" %s %d %d " % (name.encode(), ttr_ms, ttl_ms)
+        flags = _flags(priority)
+        new = object.__new__
+        out = [first]
+        for payload, job_id in zip(payloads[1:], ids[1:], strict=True):
+            job_id = validate_id(job_id) if job_id else next(fresh)
+            if type(payload) is not bytes or len(payload) > MAX_PAYLOAD:
+                payload = _data("payload", payload, "Invalid payload size")
+            command = new(cls)
+            _set(command, "job_id", job_id)
+            _set(command, "_wire", b"add %s%s%d%s\r\n%b\r\n" % (
+                job_id.encode(), middle, len(payload), flags, payload))
+            out.append(command)
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ Why it is shaped like this:
 from __future__ import annotations
 
 import enum
+import itertools
 
 from jobwire._buffer import LineTooLong
 from jobwire._core import ConnectionState, InOrderClientCore
@@ -65,6 +66,7 @@ MAX_FIELDS = 256
 #: largest payload and 64 KiB for its other keys (a real one needs well under 1 KiB).
 MAX_RECORD_SIZE = MAX_PAYLOAD + 65536
 _ERRORS = {kind.value.encode(): kind for kind in ErrorKind}
+_OK_LINE = b"+OK\r\n"
 
 
 class _Step(enum.Enum):
@@ -132,10 +134,47 @@ class Connection(InOrderClientCore):
         Raises:
             LocalProtocolError: the connection is closed or poisoned.
         """
-        self._check_open(command.verb)
+        if self._state is not ConnectionState.OPEN:
+            self._check_open(command.verb)  # raises
         data = command.encode()
         self._pending.append(command)
         return data
+
+    def receive_oks(self, data: bytes) -> int:
+        """``receive_data(data)`` and the ``next_event()`` calls after it, for the commonest
+        replies in one step: when ``data`` is nothing but whole ``+OK`` lines, nothing else is
+        buffered and every command they answer expects a bare ``+OK``, those commands are
+        answered and their number is returned (``next_event()`` would have returned :data:`OK`
+        that many times, then ``NEED_DATA``). Otherwise nothing happens and it returns 0: feed
+        ``data`` to :meth:`receive_data` instead.
+        """
+        pending = self._pending
+        if data == _OK_LINE:
+            count = 1
+            if not pending or pending[0].shape is not Shape.OK:
+                return 0
+        else:
+            count = len(data) // 5
+            if (
+                count < 2
+                or len(data) != count * 5
+                or len(pending) < count
+                or data.count(_OK_LINE) != count  # then the lines tile ``data``
+            ):
+                return 0
+            for command in itertools.islice(pending, count):
+                if command.shape is not Shape.OK:
+                    return 0
+        if (
+            self._step is not _Step.START
+            or self._state is not ConnectionState.OPEN
+            or self._eof
+            or self._buffer
+        ):
+            return 0
+        for _ in range(count):
+            pending.popleft()
+        return count
 
     def _closed(self) -> ConnectionClosed:
         self._state = ConnectionState.CLOSED

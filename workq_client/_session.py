@@ -26,7 +26,7 @@ from jobwire._pending import Pending
 from jobwire._session import FifoSession
 
 from ._commands import Command, Lease, Run
-from ._events import ConnectionClosed, ErrorReply, Leased, Reply
+from ._events import OK, ConnectionClosed, ErrorReply, Leased, Reply
 from ._protocol import MAX_FIELDS, MAX_RECORD_SIZE, Connection
 from .errors import error_for
 
@@ -84,13 +84,6 @@ class LeaseDesk:
         self._unclaimed.append((job, now))
 
 
-def _hold_ms(command: Command) -> int:
-    """How long the server may hold this command's reply back, and every later one's."""
-    if isinstance(command, Run):
-        return command.wait_ms + command.ttr_ms
-    return command.wait_ms
-
-
 class WorkqSession(FifoSession[Pending[Reply]]):
     """One client connection's core plus the FIFO of callers awaiting replies.
 
@@ -100,7 +93,7 @@ class WorkqSession(FifoSession[Pending[Reply]]):
             (:class:`~workq_client._protocol.Connection`).
     """
 
-    __slots__ = ("_busy_until", "conn", "desk", "leases_out")
+    __slots__ = ("busy_until", "conn", "desk", "leases_out")
     closed_event = ConnectionClosed
 
     def __init__(
@@ -112,14 +105,19 @@ class WorkqSession(FifoSession[Pending[Reply]]):
         self.desk = desk if desk is not None else LeaseDesk()
         #: ``lease`` commands sent whose reply has not come (their jobs are still to be read).
         self.leases_out = 0
-        self._busy_until = 0.0  # monotonic time by which the blocking commands sent will end
+        #: Monotonic time by which the blocking commands sent will have ended (0.0: none left).
+        self.busy_until = 0.0
 
     def held_back(self) -> float:
         """Seconds the server may still spend on blocking commands sent before the next one
         (``lease``/``result``/``run`` wait in order on one connection)."""
-        if not self.in_flight:
+        if not self.busy_until:
             return 0.0
-        return max(self._busy_until - time.monotonic(), 0.0)
+        left = self.busy_until - time.monotonic() if self._fifo else 0.0
+        if left <= 0.0:
+            self.busy_until = 0.0  # they have ended (or been answered): back to the fast path
+            return 0.0
+        return left
 
     def submit(self, command: Command) -> Pending[Reply]:
         """Queue ``command`` for sending and return its Pending.
@@ -131,24 +129,37 @@ class WorkqSession(FifoSession[Pending[Reply]]):
         Raises:
             ConnectionLost: the connection is already broken or closed.
         """
-        self.check_usable()
-        now = time.monotonic()
+        if self.broken is not None:
+            self.check_usable()  # raises
         if isinstance(command, Lease):
-            names = frozenset(command.names)
-            held = self.desk.take(names, now)
-            if held is not None:
-                claim: Pending[Reply] = Pending(command.verb)
-                claim.resolve(held)
-                return claim
+            return self._submit_lease(command)
         self.queue(self.conn.send(command))
-        hold = _hold_ms(command)
+        hold = command.wait_ms + command.ttr_ms if isinstance(command, Run) else command.wait_ms
         if hold:
-            start = self._busy_until if self.in_flight and self._busy_until > now else now
-            self._busy_until = start + hold / 1000
+            self._hold(hold)
         pending: Pending[Reply] = Pending(command.verb)
-        self.expect(pending)
-        if not isinstance(command, Lease):
-            return pending
+        self._fifo.append(pending)
+        return pending
+
+    def _hold(self, hold_ms: int) -> None:
+        """A command that the server may hold back ``hold_ms`` was queued: so may every later
+        one, until the commands before it and it are done."""
+        now = time.monotonic()
+        start = self.busy_until if self.in_flight and self.busy_until > now else now
+        self.busy_until = start + hold_ms / 1000
+
+    def _submit_lease(self, command: Lease) -> Pending[Reply]:
+        names = frozenset(command.names)
+        held = self.desk.take(names, time.monotonic())
+        if held is not None:
+            claim: Pending[Reply] = Pending(command.verb)
+            claim.resolve(held)
+            return claim
+        self.queue(self.conn.send(command))
+        if command.wait_ms:
+            self._hold(command.wait_ms)
+        pending: Pending[Reply] = Pending(command.verb)
+        self._fifo.append(pending)
         claim = Pending(command.verb)
         self.desk.wait(names, claim)
         self.leases_out += 1
@@ -168,6 +179,19 @@ class WorkqSession(FifoSession[Pending[Reply]]):
             claim.resolve(reply)  # type: ignore[arg-type]
         elif isinstance(reply, Leased):
             self.desk.offer(reply, time.monotonic())
+
+    def receive_data(self, data: bytes) -> None:
+        """Feed bytes from the socket (``b""`` at EOF); complete every Pending they answer.
+
+        Bare ``+OK`` replies (add, complete, fail, delete) take a short path through the core
+        (``Connection.receive_oks``); anything else is parsed event by event."""
+        count = self.conn.receive_oks(data)
+        if not count:
+            super().receive_data(data)
+            return
+        popleft = self._fifo.popleft
+        for _ in range(count):
+            popleft().resolve(OK)
 
     def dispatch(self, event: Reply) -> None:
         """Complete the oldest Pending with ``event``: its reply, or a typed error."""

@@ -194,13 +194,17 @@ class AsyncClient(AsyncCommands[B]):
         return None if self.timeout is None else wait + self.timeout
 
     async def _call(self, command: Command, wait: float = 0.0) -> Reply:
-        await self.connect()
+        if self._closed or not self._transport.connected:
+            await self.connect()
         transport, session = self._transport, self._session
-        ahead = session.held_back()
+        if session.busy_until:  # a blocking call was sent: what it may still hold back
+            wait += session.held_back()
         pending = session.submit(command)
         try:
             await transport.flush()
-            return await transport.wait(pending, self._limit(ahead + wait))
+            return await transport.wait(
+                pending, None if self.timeout is None else wait + self.timeout
+            )
         except BaseException:
             if (
                 not pending.done

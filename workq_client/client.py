@@ -153,12 +153,13 @@ class Client(Commands[B]):
         return None if self.timeout is None else wait + self.timeout
 
     def _call(self, command: Command, wait: float = 0.0) -> Reply:
-        transport = self._ready()
-        session = self._session
-        ahead = session.held_back()
+        transport, session = self._transport, self._session
+        if self._closed or transport.closed:
+            transport, session = self._ready(), self._session
+        if session.busy_until:  # a blocking call was sent: what it may still hold back
+            wait += session.held_back()
         pending = session.submit(command)
-        transport.flush()
-        return transport.wait(pending, self._limit(ahead + wait))
+        return transport.call(pending, None if self.timeout is None else wait + self.timeout)
 
     def _call_many(
         self, commands: Iterable[Command], window: int, max_bytes: int | None

@@ -250,6 +250,9 @@ def test_invalid_input_is_refused_before_sending(client: Client, qname: str) -> 
         lambda: client.add(qname, b"x" * (1024 * 1024 + 1)),
         lambda: client.add(qname, b"", ttr=0),
         lambda: client.add(qname, b"", ttl=timedelta(days=31)),
+        lambda: client.add(qname, b"", ttr=10**400),  # past a float: was a bare OverflowError
+        lambda: client.add(qname, b"", ttl=1e306),  # its ms overflow to inf: the same
+        lambda: client.add_many(qname, [b""], ttr=10**400),
         lambda: client.add(qname, b"", priority=2**31),
         lambda: client.schedule(qname, b"", datetime(2030, 1, 1)),
         lambda: client.lease([], wait=1),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from datetime import datetime, timedelta, timezone
 
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobwire.errors import LocalProtocolError, RemoteProtocolError
+from jobwire.errors import ConnectionLost, LocalProtocolError, RemoteProtocolError
 from tests.conftest import TRANSCRIPTS
 from workq_client._commands import (
     MAX_PAYLOAD,
@@ -18,6 +19,7 @@ from workq_client._commands import (
     Command,
     Complete,
     Delete,
+    EncodedAdd,
     Fail,
     InspectJob,
     InspectJobs,
@@ -31,6 +33,8 @@ from workq_client._commands import (
     Run,
     Schedule,
     format_time,
+    new_id,
+    new_ids,
     to_ms,
     validate_id,
 )
@@ -49,6 +53,8 @@ from workq_client._events import (
 from workq_client._protocol import Connection, ConnectionState
 from workq_client._records import JobState, job_info, queue_info, server_info
 from workq_client._server_protocol import BadRequest, ServerConnection
+from workq_client._session import WorkqSession
+from workq_client.errors import DuplicateJob
 
 TRANSCRIPT = TRANSCRIPTS / "workq-0.2.0.jsonl"
 EXCHANGES = [json.loads(line) for line in TRANSCRIPT.read_text().splitlines() if line.strip()]
@@ -584,3 +590,184 @@ def test_client_role_garbage_is_a_remote_protocol_error_or_waits(data: bytes) ->
         drain(conn)
     except RemoteProtocolError:
         return
+
+
+# -- the clients' hot path: what it builds is what the typed commands build ------------------
+
+
+def _old_to_ms(seconds: float) -> int:
+    return math.ceil(round(seconds * 1000, 6))  # the rule: rounded up after float noise
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.integers(0, 10**12), st.floats(0, 1e12, allow_nan=False)))
+def test_to_ms_rounds_every_number_up_as_the_rule_says(seconds: float) -> None:
+    assert to_ms("ttr", seconds) == _old_to_ms(seconds)
+    assert to_ms("ttr", timedelta(seconds=seconds)) == _old_to_ms(
+        timedelta(seconds=seconds).total_seconds()) if seconds < 1e9 else True
+
+
+def test_to_ms_out_of_float_range_is_a_typed_error() -> None:
+    # An int too large for a float, or a float whose milliseconds overflow to infinity, used
+    # to raise a bare OverflowError.
+    assert to_ms("ttr", 10**400) == 10**403
+    with pytest.raises(InvalidArgument, match="ttr"):
+        Add("a", b"", to_ms("ttr", 10**400), 1)
+    with pytest.raises(LocalProtocolError, match="out of range"):
+        to_ms("ttl", 1e306)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    name=st.text("abcXYZ019_.-", min_size=1, max_size=255),
+    payload=st.binary(max_size=300),
+    ttr=st.integers(1, 86_400_000),
+    ttl=st.integers(1, 2_592_000_000),
+    priority=st.integers(-(2**31), 2**31 - 1),
+    attempts=st.integers(0, 255),
+    fails=st.integers(0, 255),
+    job_id=st.uuids(version=4).map(str),
+)
+def test_encoded_add_is_add_on_the_wire(
+    name: str, payload: bytes, ttr: int, ttl: int, priority: int, attempts: int, fails: int,
+    job_id: str,
+) -> None:
+    add = Add(name, payload, ttr, ttl, priority, attempts, fails, job_id=job_id)
+    encoded = EncodedAdd(name, payload, ttr, ttl, priority, attempts, fails, job_id=job_id)
+    assert (encoded.job_id, encoded.encode(), encoded.wire_size()) == (
+        job_id, add.encode(), len(add.encode()))
+    many = EncodedAdd.many(name, [payload, b"", payload], ttr, ttl, priority,
+                           [job_id, "", job_id.upper()])
+    assert [c.encode() for c in many] == [
+        Add(name, p, ttr, ttl, priority, job_id=c.job_id).encode()
+        for p, c in zip([payload, b"", payload], many, strict=True)]
+    assert many[0].job_id == many[2].job_id == job_id != many[1].job_id
+    assert uuid.UUID(many[1].job_id).version == 4
+
+
+def test_encoded_add_refuses_what_add_refuses() -> None:
+    cases = [
+        (("a b", b"", 1, 1), {}, "Invalid name"),
+        (("a", b"x" * (MAX_PAYLOAD + 1), 1, 1), {}, "Invalid payload size"),
+        (("a", "str", 1, 1), {}, "Invalid payload size"),
+        (("a", b"", 0, 1), {}, "Invalid TTR"),
+        (("a", b"", 1, 2_592_000_001), {}, "Invalid TTL"),
+        (("a", b"", 1, 1), {"priority": True}, "Invalid Priority"),
+        (("a", b"", 1, 1), {"max_attempts": 256}, "Invalid max attempts"),
+        (("a", b"", 1, 1), {"max_fails": 1.0}, "Invalid max fails"),
+        (("a", b"", 1, 1), {"job_id": "6ba7b810-9dad-11d1-80b4-00c04fd430c4"}, "Invalid ID"),
+        (("bad name", b"x" * (MAX_PAYLOAD + 1), 0, 1), {}, "Invalid name"),  # first in order
+    ]
+    for args, kwargs, text in cases:
+        for build in (Add, EncodedAdd):
+            with pytest.raises(InvalidArgument) as info:
+                build(*args, **kwargs)  # type: ignore[arg-type]
+            assert info.value.server_text == text, (build, args, kwargs)
+    # In a batch: the shared fields with the first add, then each payload and id in turn.
+    with pytest.raises(InvalidArgument) as info:
+        EncodedAdd.many("a", [b"x" * (MAX_PAYLOAD + 1)], 0, 1)  # the payload comes before ttr
+    assert info.value.server_text == "Invalid payload size"
+    with pytest.raises(InvalidArgument) as info:
+        EncodedAdd.many("a", [b"", b"x" * (MAX_PAYLOAD + 1)], 0, 1)
+    assert info.value.server_text == "Invalid TTR"
+    with pytest.raises(InvalidArgument) as info:
+        EncodedAdd.many("a", [b"", b"", b"x" * (MAX_PAYLOAD + 1)], 1, 1)
+    assert info.value.server_text == "Invalid payload size"
+    with pytest.raises(InvalidArgument) as info:
+        EncodedAdd.many("a", [b"", b""], 1, 1, 0, [ID4, "nope"])
+    assert info.value.server_text == "Invalid ID"
+    assert EncodedAdd.many("a", [], 1, 1) == []
+    with pytest.raises(LocalProtocolError, match="2 job ids for 1 payloads"):
+        EncodedAdd.many("a", [b""], 1, 1, 0, [ID4, ID5])
+
+
+def test_encoded_add_is_read_only() -> None:
+    add = EncodedAdd("a", b"x", 1, 1, job_id=ID4)
+    with pytest.raises(AttributeError):
+        add.job_id = ID5
+    assert add.job_id == ID4 and ID4 in repr(add)
+
+
+def test_generated_ids_are_canonical_uuid4s() -> None:
+    ids = [new_id() for _ in range(2000)] + new_ids(2000) + new_ids(1)
+    assert len(set(ids)) == len(ids) and new_ids(0) == []
+    for job_id in ids:
+        parsed = uuid.UUID(job_id)
+        assert (parsed.version, parsed.variant, str(parsed)) == (4, uuid.RFC_4122, job_id)
+        assert validate_id(job_id) == job_id
+
+
+def test_only_canonical_v4_ids_skip_parsing() -> None:
+    class Id(str):
+        pass
+
+    assert type(validate_id(Id(ID4))) is str
+    assert validate_id(ID4.upper()) == ID4
+    assert validate_id("{" + ID4 + "}") == ID4
+    for bad in ["6ba7b810-9dad-11d1-80b4-00c04fd430c4",  # version 1
+                "6ba7b810-9dad-41d1-c0b4-00c04fd430c4",  # not the RFC 4122 variant
+                ID4 + "\n", " " + ID4]:
+        with pytest.raises(InvalidArgument):
+            validate_id(bad)
+
+
+def test_a_name_once_valid_does_not_let_others_through() -> None:
+    class Name(str):
+        def __eq__(self, other: object) -> bool:
+            return True
+
+        def __hash__(self) -> int:
+            return hash("ok")
+
+    Add("ok", b"", 1, 1)
+    with pytest.raises(InvalidArgument):
+        Add(Name("bad name"), b"", 1, 1)
+    with pytest.raises(InvalidArgument):
+        EncodedAdd(Name("bad name"), b"", 1, 1)
+
+
+def test_runs_of_ok_replies_take_the_short_path_only_when_they_answer_oks() -> None:
+    conn = Connection()
+    for _ in range(3):
+        conn.send(Add("a", b"", 1, 1))
+    assert conn.receive_oks(b"+OK\r\n" * 3) == 3
+    assert conn.pending == 0 and conn.next_event() is NEED_DATA
+    # Not a run of whole OK lines, more OKs than commands, a partial line buffered: no.
+    conn.send(Add("a", b"", 1, 1))
+    for data in [b"+OK\r\n+OK\r\n", b"+OK\r\n+OK", b"+OK\n", b"-NOT-FOUND\r\n", b"",
+                 b"+OK 1\r\n"]:
+        assert conn.receive_oks(data) == 0
+    conn.receive_data(b"+O")
+    assert conn.receive_oks(b"K\r\n") == 0
+    conn.receive_data(b"K\r\n")
+    assert drain(conn) == [OK]
+    # A bare OK cannot answer a lease: the short path leaves it to the parser, which refuses.
+    conn.send(Add("a", b"", 1, 1))
+    conn.send(Lease(("a",), 0))
+    assert conn.receive_oks(b"+OK\r\n+OK\r\n") == 0
+    conn.receive_data(b"+OK\r\n+OK\r\n")
+    assert conn.next_event() == OK
+    with pytest.raises(RemoteProtocolError, match="cannot answer"):
+        conn.next_event()
+    assert conn.receive_oks(b"+OK\r\n") == 0  # poisoned
+
+
+def test_no_ok_short_path_once_the_connection_is_out_of_step() -> None:
+    conn = Connection()
+    conn.send(Add("a", b"", 1, 1))
+    conn.send(Add("a", b"", 1, 1))
+    conn.receive_data(b"-CLIENT-ERROR Invalid payload size\r\n")
+    assert conn.next_event() == ErrorReply(ErrorKind.CLIENT_ERROR, "Invalid payload size")
+    assert conn.receive_oks(b"+OK\r\n") == 0
+    assert isinstance(conn.next_event(), ConnectionClosed)
+
+
+def test_the_session_completes_ok_runs_in_order_and_errors_in_place() -> None:
+    session = WorkqSession()
+    pendings = [session.submit(Add("a", b"", 1, 1)) for _ in range(4)]
+    session.receive_data(b"+OK\r\n+OK\r\n")
+    assert [p.done for p in pendings] == [True, True, False, False]
+    session.receive_data(b"-CLIENT-ERROR Duplicate job\r\n")
+    assert isinstance(pendings[2].error, DuplicateJob)
+    assert session.data_to_send().count(b"add ") == 4
+    assert isinstance(pendings[3].error, ConnectionLost)  # out of step: failed, not answered
