@@ -30,14 +30,20 @@ parses input, byte for byte (measured against the real server, and read from its
 
 Validation of names reuses the command classes' own checks, so the client and the server agree
 by construction.
+
+The common ``put`` (four plain numbers one space apart, its body already buffered) is read in
+one step, which is most of what a pipelined put costs the bundled server; every other form
+takes the general path above, and tests check that both read every form alike, at every split.
+A body that takes many reads is held as the chunks came and joined once, when it is whole.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import MemberDescriptorType
 
-from jobwire._buffer import ReceiveBuffer
 from jobwire.errors import LocalProtocolError
 
 from ._commands import (
@@ -272,6 +278,35 @@ _WHICH: tuple[tuple[bytes, _Parser], ...] = (
 )
 
 
+def _trusted_put() -> Callable[[bytes, int, int, int], Put]:
+    """A maker of ``Put`` events for fields the parser has already checked (a bytes body, three
+    numbers within 32 bits): the same object the constructor builds, without checking again
+    (the check costs more than the rest of a pipelined put). The constructor where ``Put`` is
+    not a slotted class."""
+    setters = [Put.__dict__.get(name) for name in ("body", "priority", "delay", "ttr")]
+    if not all(isinstance(s, MemberDescriptorType) for s in setters):
+        return Put  # pragma: no cover - Put is a slotted dataclass
+    body, priority, delay, ttr = (s.__set__ for s in setters)  # type: ignore[union-attr]
+    new = object.__new__
+
+    def put(data: bytes, pri: int, delay_s: int, ttr_s: int) -> Put:
+        event = new(Put)
+        body(event, data)
+        priority(event, pri)
+        delay(event, delay_s)
+        ttr(event, ttr_s)
+        return event
+
+    return put
+
+
+_make_put = _trusted_put()
+#: The common put line: four plain numbers, one space apart, nothing after them. It is the
+#: first line end of the buffer (no CR before it) and well inside its 224 bytes, so it is
+#: read exactly as the general path reads it; every other form of put takes the general path.
+_PUT_LINE = re.compile(rb"put ([0-9]{1,10}) ([0-9]{1,10}) ([0-9]{1,10}) ([0-9]{1,10})\r\n")
+
+
 class ServerConnection:
     """The server role of one beanstalk connection. No I/O of its own.
 
@@ -279,10 +314,20 @@ class ServerConnection:
         max_job_size: largest body ``put`` may carry (beanstalkd's ``-z``; default 65535).
     """
 
-    __slots__ = ("_buffer", "_discard", "_discarding_line", "_eof", "_put", "max_job_size")
+    __slots__ = (
+        "_data", "_discard", "_discarding_line", "_eof", "_held", "_held_size", "_pos", "_put",
+        "_wanted", "max_job_size",
+    )
 
     def __init__(self, *, max_job_size: int = DEFAULT_MAX_JOB_SIZE) -> None:
-        self._buffer = ReceiveBuffer()
+        # The input not yet parsed is _data[_pos:] followed by the _held chunks.
+        self._data = b""
+        self._pos = 0
+        # Chunks held back while a put body is incomplete, and their size: they are joined
+        # once the body is all there (one copy, however many reads it took).
+        self._held: list[bytes] = []
+        self._held_size = 0
+        self._wanted = 0  # bytes the awaited put body (and CRLF) needs buffered, or 0
         self._eof = False
         self._discard = 0  # body bytes of a too-big put still to drop
         self._discarding_line = False  # dropping 224-byte buffers of an over-long line
@@ -291,10 +336,25 @@ class ServerConnection:
 
     def receive_data(self, data: bytes) -> None:
         """Feed bytes read from the client; ``b""`` means the client closed (or half-closed)."""
-        if data:
-            self._buffer.feed(data)
-        else:
+        if not data:
             self._eof = True
+            return
+        if type(data) is not bytes:
+            data = bytes(data)
+        if self._wanted:
+            self._held.append(data)
+            self._held_size += len(data)
+            if len(self._data) - self._pos + self._held_size >= self._wanted:
+                self._data = b"".join([self._data[self._pos :], *self._held])
+                self._pos = 0
+                self._held = []
+                self._held_size = self._wanted = 0
+        elif self._pos >= len(self._data):
+            self._data = data
+            self._pos = 0
+        else:
+            self._data = self._data[self._pos :] + data
+            self._pos = 0
 
     @property
     def eof(self) -> bool:
@@ -302,12 +362,18 @@ class ServerConnection:
         return self._eof
 
     @property
+    def buffered(self) -> int:
+        """Bytes received and not parsed yet."""
+        return len(self._data) - self._pos + self._held_size
+
+    @property
     def partial(self) -> bool:
         """True while part of a command is held: a line without its end, a ``put`` awaiting
         its body, an over-long line or a too-big body being dropped (the server's line
         timeout runs meanwhile)."""
         return bool(
-            self._buffer or self._put is not None or self._discard or self._discarding_line
+            self._pos < len(self._data) or self._held or self._put is not None
+            or self._discard or self._discarding_line
         )
 
     def send(self, reply: Reply) -> bytes:
@@ -317,9 +383,23 @@ class ServerConnection:
     def next_event(self) -> Command[Reply] | BadRequest | ConnectionClosed | NeedData:
         """Return the next command, a ``BadRequest`` to answer, ``ConnectionClosed`` or
         :data:`NEED_DATA`. Never raises on client input: garbage becomes ``BadRequest``."""
-        buffer = self._buffer
+        if not (self._discard or self._put is not None or self._discarding_line):
+            # The common put, its body buffered, in one step.
+            data = self._data
+            match = _PUT_LINE.match(data, self._pos)
+            if match is not None:
+                pri, delay, ttr, size = map(int, match.groups())
+                start = match.end()
+                end = start + size
+                if (
+                    size <= self.max_job_size and end + 2 <= len(data) and data[end] == _CR
+                    and data[end + 1] == _LF and pri <= U32_MAX and delay <= U32_MAX
+                    and ttr <= U32_MAX
+                ):
+                    self._pos = end + 2
+                    return _make_put(data[start:end], pri, delay, ttr)
         if self._discard:
-            self._discard -= buffer.discard(self._discard)
+            self._discard -= self._drop(self._discard)
             if self._discard:
                 return self._need()
         if self._put is not None:
@@ -332,26 +412,34 @@ class ServerConnection:
             return BadRequest(ErrorCode.BAD_FORMAT, f"line longer than {MAX_LINE} bytes")
         return self._parse(line)
 
+    def _drop(self, n: int) -> int:
+        """Drop up to ``n`` buffered bytes; return how many were dropped."""
+        n = min(n, len(self._data) - self._pos)
+        self._pos += n
+        return n
+
     def _next_line(self) -> bytes | None:
         """The next line as beanstalkd's ``scan_line_end`` finds it in its 224-byte buffer:
         the buffer ends a line only at its first CR, and only if an LF follows within it. A full
         buffer with no line end is thrown away (and the line marked over-long)."""
-        buffer = self._buffer
+        data = self._data
+        pos = self._pos
         while True:
-            size = min(len(buffer), MAX_LINE)
-            window = buffer.peek(size)
-            assert window is not None
-            cr = window.find(b"\r", 0, size - 1)
-            if cr >= 0 and window[cr + 1] == _LF:
-                buffer.discard(cr + 2)
-                return window[:cr]
+            size = min(len(data) - pos, MAX_LINE)
+            cr = data.find(b"\r", pos, pos + size - 1)
+            if cr >= 0 and data[cr + 1] == _LF:
+                self._pos = cr + 2
+                return data[pos:cr]
             if size < MAX_LINE:
                 return None
-            buffer.discard(MAX_LINE)
+            pos += MAX_LINE
+            self._pos = pos
             self._discarding_line = True
 
     def _need(self) -> ConnectionClosed | NeedData:
-        return ConnectionClosed(partial=bool(self._buffer)) if self._eof else NEED_DATA
+        if self._eof:
+            return ConnectionClosed(partial=self._pos < len(self._data) or bool(self._held))
+        return NEED_DATA
 
     def _parse(self, line: bytes) -> _Parsed:
         if b"\0" in line:
@@ -367,13 +455,13 @@ class ServerConnection:
     def _read_body(self) -> Command[Reply] | BadRequest | ConnectionClosed | NeedData:
         assert self._put is not None
         pri, delay, ttr, size = self._put
-        chunk = self._buffer.extract_exactly(size + 2)
-        if chunk is None:
+        pos = self._pos
+        end = pos + size + 2
+        if end > len(self._data):
+            self._wanted = size + 2  # hold what comes until it is all there
             return self._need()
+        self._pos = end
         self._put = None
-        if not chunk.endswith(b"\r\n"):
+        if self._data[end - 2 : end] != b"\r\n":
             return BadRequest(ErrorCode.EXPECTED_CRLF, "body not followed by CRLF")
-        try:
-            return Put(chunk[:-2], pri, delay, ttr)
-        except LocalProtocolError as exc:
-            return BadRequest(ErrorCode.BAD_FORMAT, str(exc))
+        return _make_put(self._data[pos : end - 2], pri, delay, ttr)

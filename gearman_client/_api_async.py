@@ -27,7 +27,6 @@ from typing_extensions import TypeVar
 
 from jobwire._backoff import Backoff
 from jobwire._numbers import parse_uint
-from jobwire._pending import Pending
 from jobwire._streams import SSLOption, tls_context
 from jobwire._url import (
     Address,
@@ -116,22 +115,6 @@ def _epoch(at: datetime | float | int) -> int:
     raise LocalProtocolError(f"at= must be an aware datetime or a unix time, got {at!r}")
 
 
-def _tracking(
-    session: GearmanSession, tracker: JobTracker
-) -> Callable[[Pending[Any]], None]:
-    """Once JOB_CREATED names the handle, route that handle's WORK_* packets to ``tracker``
-    (this runs in the reading task, before any later packet is parsed); a refused submit fails
-    the tracker's result too."""
-
-    def then(created: Pending[Any]) -> None:
-        if created.error is None and isinstance(created.reply, pk.JobCreated):
-            session.track(created.reply.handle, tracker)
-        elif created.error is not None and not tracker.pending.done:
-            tracker.pending.reject(created.error)
-
-    return then
-
-
 def _data(serializer: Serializer[B], data: B | None, what: str = "data") -> bytes:
     """A job's data as sent: ``None`` is empty, anything else goes through ``serializer``.
 
@@ -207,6 +190,7 @@ class _Pool:
         ssl: SSLOption = None, server_hostname: str | None = None,
     ) -> None:
         self.servers = [_ServerSlot(a) for a in servers]
+        self._single = self.servers[0] if len(self.servers) == 1 else None
         self.timeout = timeout
         self.connect_timeout = timeout if connect_timeout is None else connect_timeout
         self.ssl_context = tls_context(ssl)  # one context for every server
@@ -286,6 +270,15 @@ class _Pool:
         server.failure = None
         server.transport, server.session = transport, session
         return transport, session
+
+    def ready(self) -> tuple[AsyncTransport, GearmanSession] | None:
+        """The open connection of a one-server pool (no await, no lock), or None: then
+        :meth:`pick` (it connects, or fails over)."""
+        if self._single is not None:
+            transport, session = self._single.transport, self._single.session
+            if transport is not None and session is not None and not transport.closed:
+                return transport, session
+        return None
 
     async def pick(self, route: bytes | None) -> tuple[AsyncTransport, GearmanSession]:
         """A connection to the server for ``route``, failing over to the next ones.
@@ -448,19 +441,16 @@ class AsyncClient(Generic[B]):
         uniq = b"" if unique is None else as_bytes(unique, "unique")
         packet = pk.submit_packet(as_bytes(function, "function"),
                                   _data(self._serializer, data), unique=uniq, priority=priority)
-        limit = self._limit(timeout)
-        transport, session = await self._pool.pick(uniq or None)
-        created = session.request(packet)
-        result: Pending[bytes] = Pending("job")
-        tracker = JobTracker(result, on_update)
-        created.then = _tracking(session, tracker)  # a refused submit fails ``result`` too
+        limit = self.timeout if timeout is ... else timeout
+        transport, session = self._pool.ready() or await self._pool.pick(uniq or None)
+        job = session.submit(packet, on_update)  # a refused submit fails the job
         await transport.flush()
         try:
-            raw = await transport.wait(result, limit)
+            raw = await transport.wait(job, limit)
         finally:
-            if tracker.handle is not None:
-                session.untrack(tracker.handle, tracker)
-        return load(self._serializer, raw, tracker.handle, "result")
+            if not job.done and job.handle is not None:  # given up: forget the job's updates
+                session.untrack(job.handle, job)
+        return load(self._serializer, raw, job.handle, "result")
 
     async def submit_background(
         self, function: str | bytes, data: B | None = None, *,
@@ -563,7 +553,7 @@ class AsyncClient(Generic[B]):
                    for i, job in enumerate(jobs)]
         limit = self._limit(timeout)
         transport, session = await self._pool.pick(None)
-        results: list[Pending[bytes]] = []
+        results: list[JobTracker] = []
         oldest = 0
         lost: JobwireConnectionError | None = None
         try:
@@ -573,9 +563,7 @@ class AsyncClient(Generic[B]):
                         await transport.flush()
                         await transport.wait_done(results[oldest], limit)
                     oldest += 1
-                result: Pending[bytes] = Pending("job")
-                session.request(packet).then = _tracking(session, JobTracker(result))
-                results.append(result)
+                results.append(session.submit(packet))
             await transport.flush()
             for result in results[oldest:]:
                 if not result.done:
@@ -632,16 +620,18 @@ class AsyncClient(Generic[B]):
                      _data(self._serializer, data))
         limit = self._limit(timeout)
         transport, session = await self._pool.pick(uniq or None)
-        created = session.request(packet)
-        result: Pending[bytes] = Pending("job")
-        if not background:
-            created.then = _tracking(session, JobTracker(result))
-        await transport.flush()
-        reply = await transport.wait(created, limit)
         if background:
-            return reply.handle  # type: ignore[no-any-return]
-        return load(self._serializer, await transport.wait(result, limit), reply.handle,
-                    "result")
+            created = session.request(packet)
+            await transport.flush()
+            return (await transport.wait(created, limit)).handle  # type: ignore[no-any-return]
+        job = session.submit(packet)
+        await transport.flush()
+        try:
+            raw = await transport.wait(job, limit)
+        finally:
+            if not job.done and job.handle is not None:
+                session.untrack(job.handle, job)
+        return load(self._serializer, raw, job.handle, "result")
 
     async def get_status(
         self, handle: bytes, *, timeout: float | EllipsisType | None = ...

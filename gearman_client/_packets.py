@@ -60,6 +60,9 @@ MAX_UNIQUE = 63
 #: Job handles are at most 64 bytes.
 MAX_HANDLE = 64
 _MAX_WIRE_BODY = (1 << 32) - 1
+#: Bodies up to this size are taken from the buffer with their header (one call, one more
+#: copy); larger ones without it (no second copy of a big body).
+_SMALL_BODY = 4096
 _HEADER = struct.Struct(">4sII")
 
 
@@ -245,6 +248,11 @@ class Packet:
 
     __slots__ = ()
     TYPE: ClassVar[PacketType]
+    #: The first 8 bytes of the header by magic: ``REQ`` or ``RES``, then the type number.
+    _PREFIX: ClassVar[dict[bytes, bytes]] = {}
+    #: The number of arguments, and whether every one of them is bytes (decoded as is).
+    _NARGS: ClassVar[int] = 0
+    _RAW: ClassVar[bool] = True
     _FIELDS: ClassVar[tuple[str, ...]] = ()
     _DECODERS: ClassVar[tuple[Callable[[bytes], object], ...]] = ()
     _ENCODERS: ClassVar[tuple[Callable[..., bytes], ...]] = ()
@@ -286,6 +294,9 @@ def _packet(ptype: PacketType) -> Callable[[type[P]], type[P]]:
         for kind in kinds:
             assert kind in _CODECS, (cls, kind)
         cls.TYPE = ptype
+        cls._PREFIX = {magic: magic + int(ptype).to_bytes(4, "big") for magic in (REQ, RES)}
+        cls._NARGS = len(fields)
+        cls._RAW = all(kind == "bytes" for kind in kinds)
         cls._FIELDS = tuple(f.name for f in fields)
         cls._KINDS = kinds
         cls._DECODERS = tuple(_CODECS[k][0] for k in kinds)
@@ -718,9 +729,11 @@ def submit_packet(
     Raises:
         LocalProtocolError: ``priority`` is not a :class:`Priority`.
     """
+    if priority is Priority.NORMAL and background is False:
+        return SubmitJob(function, unique, data)
     if not isinstance(priority, Priority):
         raise LocalProtocolError(f"priority must be a Priority, got {priority!r}")
-    return _SUBMIT_CLASSES[priority, background](function, unique, data)
+    return _SUBMIT_CLASSES[priority, bool(background)](function, unique, data)
 
 
 # -- framing --------------------------------------------------------------------------------------
@@ -729,9 +742,13 @@ def submit_packet(
 def encode_packet(packet: Packet, magic: bytes) -> bytes:
     """The packet's bytes with ``magic`` (:data:`REQ` or :data:`RES`); no validation here."""
     body = b"\0".join(packet.args())
-    if len(body) > _MAX_WIRE_BODY:
-        raise LocalProtocolError(f"packet body of {len(body)} bytes does not fit in 32 bits")
-    return _HEADER.pack(magic, packet.TYPE, len(body)) + body
+    size = len(body)
+    if size > _MAX_WIRE_BODY:
+        raise LocalProtocolError(f"packet body of {size} bytes does not fit in 32 bits")
+    prefix = packet._PREFIX.get(magic)
+    if prefix is None:  # a magic of the caller's own (tests write bad ones)
+        return _HEADER.pack(magic, packet.TYPE, size) + body
+    return prefix + size.to_bytes(4, "big") + body
 
 
 def decode_body(ptype: int, body: bytes) -> Packet:
@@ -743,19 +760,26 @@ def decode_body(ptype: int, body: bytes) -> Packet:
     cls = PACKETS.get(ptype)
     if cls is None:
         raise RemoteProtocolError(f"unknown packet type {ptype}")
-    n = len(cls._FIELDS)
-    if n == 0:
+    return _decode(cls, body)
+
+
+def _decode(cls: type[Packet], body: bytes) -> Packet:
+    """:func:`decode_body` once the type is known to be ``cls``."""
+    n = cls._NARGS
+    if cls is WorkFail and body.endswith(b"\0"):
+        body = body[:-1]  # gearmand 1.1.20 adds a NUL to a WORK_FAIL converted from an exception
+    if n < 2:
+        if n == 1:
+            return cls(body) if cls._RAW else cls.from_args([body])  # type: ignore[call-arg]
         if body:
             raise RemoteProtocolError(f"{cls.TYPE.name} takes no arguments, got {len(body)} bytes")
         return cls()
-    if cls is WorkFail and body.endswith(b"\0"):
-        body = body[:-1]  # gearmand 1.1.20 adds a NUL to a WORK_FAIL converted from an exception
     args = body.split(b"\0", n - 1)
     if len(args) != n:
         raise RemoteProtocolError(
             f"{cls.TYPE.name} needs {n} arguments, got {len(args)}: {body[:60]!r}"
         )
-    return cls.from_args(args)
+    return cls(*args) if cls._RAW else cls.from_args(args)
 
 
 class PacketDecoder:
@@ -823,9 +847,10 @@ class PacketDecoder:
             RemoteProtocolError: bad magic, unknown type, oversized or malformed body.
         """
         buf = self._buf
-        buffered = len(buf)
-        if buffered < HEADER_SIZE:
+        header = buf.peek(HEADER_SIZE)
+        if header is None:
             # Check what is there already, so garbage is refused without waiting for more.
+            buffered = len(buf)
             if buffered >= 4 and buf.peek(4) != self.magic:
                 raise RemoteProtocolError(f"bad magic {buf.peek(4)!r}, expected {self.magic!r}")
             if buffered >= 8:
@@ -834,18 +859,22 @@ class PacketDecoder:
                 if int.from_bytes(head[4:8], "big") not in PACKETS:
                     raise RemoteProtocolError(f"unknown packet type {head[4:8]!r}")
             return None
-        header = buf.peek(HEADER_SIZE)
-        assert header is not None
         magic, ptype, size = _HEADER.unpack(header)
         if magic != self.magic:
             raise RemoteProtocolError(f"bad magic {magic!r}, expected {self.magic!r}")
-        if ptype not in PACKETS:
+        cls = PACKETS.get(ptype)
+        if cls is None:
             raise RemoteProtocolError(f"unknown packet type {ptype}")
         if size > self.max_body_size:
             raise RemoteProtocolError(
                 f"packet type {ptype} announces a {size}-byte body, over the "
                 f"{self.max_body_size}-byte limit"
             )
-        if buffered < HEADER_SIZE + size:
+        if size <= _SMALL_BODY:  # header and body in one take, then the body copied out
+            packet = buf.extract_exactly(HEADER_SIZE + size)
+            if packet is None:
+                return None
+            return _decode(cls, packet[HEADER_SIZE:])
+        if len(buf) < HEADER_SIZE + size:
             return None
-        return decode_body(ptype, self.take_body(size))
+        return _decode(cls, self.take_body(size))

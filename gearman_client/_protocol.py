@@ -110,6 +110,11 @@ SERVER_SENDS: frozenset[type[Packet]] = frozenset(
     }
 )
 
+#: :data:`ANSWERS` as sets.
+_ANSWERED_BY: dict[type[Packet], frozenset[type[Packet]]] = {
+    request: frozenset(replies) for request, replies in ANSWERS.items()
+}
+
 _UNSOLICITED: frozenset[type[Packet]] = frozenset(
     {Noop, WorkStatus, WorkComplete, WorkFail, WorkException, WorkData, WorkWarning}
 )
@@ -158,14 +163,15 @@ class Connection:
                 (empty or NUL-containing name, unique over 63 bytes, ...), or the connection is
                 closed or poisoned. Nothing is recorded: the connection stays usable.
         """
-        self._check()
         if self.state is not ConnectionState.OPEN:
+            self._check()
             raise LocalProtocolError(f"cannot send {type(packet).__name__}: connection is closed")
-        if type(packet) not in CLIENT_SENDS:
-            raise LocalProtocolError(f"{type(packet).__name__} is sent by servers, not clients")
+        cls = type(packet)
+        if cls not in CLIENT_SENDS:
+            raise LocalProtocolError(f"{cls.__name__} is sent by servers, not clients")
         packet.validate()
         data = encode_packet(packet, REQ)
-        if type(packet) in ANSWERS:
+        if cls in ANSWERS:
             self._waiting.append(packet)
         return data
 
@@ -189,7 +195,8 @@ class Connection:
             RemoteProtocolError: bad magic, unknown type, oversized or malformed packet, or a
                 reply that answers no waiting request. The connection is poisoned.
         """
-        self._check()
+        if self._error is not None:
+            raise type(self._error)(str(self._error))
         try:
             packet = self._decoder.next_packet()
         except RemoteProtocolError as exc:
@@ -214,7 +221,7 @@ class Connection:
             error = RemoteProtocolError(f"server sent {cls.__name__}, which only clients send")
             self._poison(error)
             raise error
-        if not waiting or cls not in ANSWERS[type(waiting[0])]:
+        if not waiting or cls not in _ANSWERED_BY[type(waiting[0])]:
             head = type(waiting[0]).__name__ if waiting else "nothing"
             error = RemoteProtocolError(
                 f"server sent {cls.__name__} while {head} awaited an answer"

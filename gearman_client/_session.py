@@ -2,46 +2,57 @@
 transports (:mod:`jobwire._transport`) drive.
 
 Answers (JOB_CREATED, STATUS_RES, NO_JOB/JOB_ASSIGN*, ...) complete :class:`Pending` objects in
-the order the requests were sent, as the core checks. The WORK_* packets of foreground jobs are
-keyed by handle: each submitted job has a :class:`JobTracker` (several when coalesced jobs share
-a handle on one connection), which receives the updates and completes the job's own Pending on
-WORK_COMPLETE / WORK_FAIL / WORK_EXCEPTION. NOOP and unmatched ERRORs go to callbacks (workers).
+the order the requests were sent, as the core checks. A foreground job is one object from submit
+to result: its :class:`JobTracker` (a Pending of the result) waits in that order for JOB_CREATED,
+which files it under the job's handle (several when coalesced jobs share a handle on one
+connection); the WORK_* packets of that handle then go to it: the updates to its callback,
+WORK_COMPLETE / WORK_FAIL / WORK_EXCEPTION complete it. NOOP and unmatched ERRORs go to
+callbacks (workers).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from jobwire._pending import Pending
 from jobwire._session import FifoSession
-from jobwire.errors import JobwireError
+from jobwire.errors import JobwireError, LocalProtocolError
 
 from . import _admin as adm
 from . import _packets as pk
 from ._events import Answer, ConnectionClosed
-from ._protocol import Connection
+from ._protocol import ANSWERS, Connection
 from .errors import JobException, JobFailed, server_error
 
-__all__ = ["AdminSession", "GearmanSession", "JobTracker", "Update"]
+__all__ = ["FOREGROUND", "AdminSession", "GearmanSession", "JobTracker", "Update"]
 
 logger = logging.getLogger("gearman_client")
 
 Update = pk.WorkData | pk.WorkWarning | pk.WorkStatus
 
 
-@dataclass(eq=False)
-class JobTracker:
-    """A foreground job being waited for: its result Pending and an update callback."""
+class JobTracker(Pending[bytes]):
+    """A foreground job this connection submitted: the Pending of its result (WORK_COMPLETE's
+    data; ``JobFailed``, ``JobException``, or the error that refused the submit), its handle
+    once JOB_CREATED names it, and the callback for its updates."""
 
-    pending: Pending[bytes]
-    on_update: Callable[[Update], None] | None = None
-    #: Set once JOB_CREATED names the job.
-    handle: bytes | None = None
-    #: The data of the job's last WORK_WARNING (given to ``JobFailed``).
-    warning: bytes | None = None
+    __slots__ = ("handle", "on_update", "warning")
+
+    def __init__(self, on_update: Callable[[Update], None] | None = None) -> None:
+        Pending.__init__(self, "job")
+        self.on_update = on_update
+        #: Set once JOB_CREATED names the job.
+        self.handle: bytes | None = None
+        #: The data of the job's last WORK_WARNING (given to ``JobFailed``).
+        self.warning: bytes | None = None
+
+
+#: The submits whose job sends WORK_* packets back to the connection (answered JOB_CREATED).
+FOREGROUND: frozenset[type[pk.Packet]] = frozenset(
+    {pk.SubmitJob, pk.SubmitJobHigh, pk.SubmitJobLow, pk.SubmitReduceJob}
+)
 
 
 class GearmanSession(FifoSession[Pending[Any]]):
@@ -67,19 +78,44 @@ class GearmanSession(FifoSession[Pending[Any]]):
             ConnectionLost: the connection is broken.
             LocalProtocolError: the packet is invalid (nothing queued).
         """
-        self.check_usable()
+        if self.broken is not None:
+            self.check_usable()
         self.queue(self.conn.send(packet))
         pending: Pending[Any] = Pending(type(packet).__name__)
-        if self.conn.awaiting_answers > len(self._fifo):
-            self.expect(pending)
+        if type(packet) in ANSWERS:
+            self._fifo.append(pending)
         else:
             pending.resolve(None)
         return pending
 
+    def submit(
+        self, packet: pk.Packet, on_update: Callable[[Update], None] | None = None
+    ) -> JobTracker:
+        """Queue a foreground submit; return its job's result (a :class:`JobTracker`, which
+        JOB_CREATED registers under the job's handle; an ERROR answer rejects it).
+
+        Raises:
+            ConnectionLost: the connection is broken.
+            LocalProtocolError: the packet is invalid or not a foreground submit (nothing
+                queued).
+        """
+        if type(packet) not in FOREGROUND:
+            raise LocalProtocolError(f"{type(packet).__name__} is not a foreground submit")
+        if self.broken is not None:
+            self.check_usable()
+        self.queue(self.conn.send(packet))
+        tracker = JobTracker(on_update)
+        self._fifo.append(tracker)
+        return tracker
+
     def track(self, handle: bytes, tracker: JobTracker) -> None:
         """Route the WORK_* packets of ``handle`` to ``tracker``."""
         tracker.handle = handle
-        self.jobs.setdefault(handle, []).append(tracker)
+        trackers = self.jobs.get(handle)
+        if trackers is None:
+            self.jobs[handle] = [tracker]
+        else:
+            trackers.append(tracker)
 
     def untrack(self, handle: bytes, tracker: JobTracker) -> None:
         """Forget ``tracker`` (its caller gave up, or it is done)."""
@@ -89,34 +125,44 @@ class GearmanSession(FifoSession[Pending[Any]]):
             if not trackers:
                 del self.jobs[handle]
 
-    def drop_trackers(self, results: list[Pending[bytes]]) -> None:
-        """Forget the trackers of these (abandoned) job results."""
+    def drop_trackers(self, results: list[JobTracker]) -> None:
+        """Forget these (abandoned) jobs."""
         wanted = {id(r) for r in results}
         for handle in list(self.jobs):
-            kept = [t for t in self.jobs[handle] if id(t.pending) not in wanted]
+            kept = [t for t in self.jobs[handle] if id(t) not in wanted]
             if kept:
                 self.jobs[handle] = kept
             else:
                 del self.jobs[handle]
 
     def dispatch(self, event: Answer | pk.Packet) -> None:
-        """An answer completes the oldest Pending; NOOP, an unmatched ERROR and WORK_* packets
-        go to the worker's callbacks and the job trackers."""
-        if isinstance(event, Answer):
+        """An answer completes the oldest Pending (JOB_CREATED registers a foreground job's
+        tracker instead); NOOP, an unmatched ERROR and WORK_* packets go to the worker's
+        callbacks and the job trackers."""
+        if type(event) is Answer:
             pending = self._fifo.popleft()
             reply = event.reply
-            if isinstance(reply, pk.Error):
-                pending.reject(server_error(reply.code, reply.text))
+            if type(reply) is pk.Error:
+                if not pending.done:
+                    pending.reject(server_error(reply.code, reply.text))
+            elif type(pending) is JobTracker:  # JOB_CREATED: file the job under its handle
+                if not pending.abandoned:  # (its caller gave up meanwhile: nobody listens)
+                    self.track(reply.handle, pending)  # type: ignore[attr-defined]
             else:
                 pending.resolve(reply)
-        elif isinstance(event, pk.Noop):
+        elif type(event) is pk.WorkComplete:
+            trackers = self.jobs.pop(event.handle, None)
+            if trackers is not None:
+                for tracker in trackers:
+                    tracker.resolve(event.data)
+        elif type(event) is pk.Noop:
             if self.on_noop is not None:
                 self.on_noop()
-        elif isinstance(event, pk.Error):
+        elif type(event) is pk.Error:
             if self.on_error is not None:
                 self.on_error(event)
         else:
-            self._work(event)
+            self._work(event)  # type: ignore[arg-type]
 
     def _work(self, packet: pk.Packet) -> None:
         handle: bytes = packet.handle  # type: ignore[attr-defined]
@@ -136,11 +182,11 @@ class GearmanSession(FifoSession[Pending[Any]]):
         del self.jobs[handle]
         for tracker in trackers:
             if isinstance(packet, pk.WorkComplete):
-                tracker.pending.resolve(packet.data)
+                tracker.resolve(packet.data)
             elif isinstance(packet, pk.WorkException):
-                tracker.pending.reject(JobException(handle, packet.data))
+                tracker.reject(JobException(handle, packet.data))
             else:
-                tracker.pending.reject(JobFailed(handle, tracker.warning))
+                tracker.reject(JobFailed(handle, tracker.warning))
 
     def fail(self, error: JobwireError) -> None:
         """Fail every waiting request and every tracked job with ``error``."""
@@ -148,7 +194,7 @@ class GearmanSession(FifoSession[Pending[Any]]):
         jobs, self.jobs = self.jobs, {}
         for handle, trackers in jobs.items():
             for tracker in trackers:  # same error type: a protocol error stays one
-                tracker.pending.reject(type(error)(f"while job {handle!r} ran: {error}"))
+                tracker.reject(type(error)(f"while job {handle!r} ran: {error}"))
 
 
 class AdminSession(FifoSession[Pending[Any]]):

@@ -105,17 +105,18 @@ class AsyncClient(_api_async.AsyncClient[B]):
         limit = self._limit(timeout)
         transport, session = await self._pool.pick(uniq or None)
         created = session.request(packet)
-        result: Pending[bytes] = Pending("job")
         box: list[AsyncRunningJob[B]] = []
 
         def on_update(update: Update) -> None:
             box[0]._on_update(update)
 
+        result = JobTracker(on_update)
+
         def on_created(p: Pending[Any]) -> None:
             if p.error is None and isinstance(p.reply, pk.JobCreated):
                 box.append(AsyncRunningJob(p.reply.handle, transport, result, limit,
                                            self._serializer))
-                session.track(p.reply.handle, JobTracker(result, on_update))
+                session.track(p.reply.handle, result)
 
         created.then = on_created
         result.then = lambda _: box[0]._wake() if box else None

@@ -473,6 +473,7 @@ class InOrderConnection:
 
     async def _serve(self) -> None:
         proto = self.proto
+        next_event, answer, clock = proto.next_event, self.answer, self.clock
         cap = self._output_cap
         timed = self._limits is not None
         partial_since: float | None = None
@@ -483,11 +484,11 @@ class InOrderConnection:
             size = 0
             answered = False
             while True:
-                event = proto.next_event()
+                event = next_event()
                 if event is NEED_DATA:
                     break
                 answered = True
-                reply = self.answer(event, self.clock())
+                reply = answer(event, clock())
                 if reply is CLOSE:
                     # Release the connection's jobs before the last send, which yields to the
                     # loop: a command another client sends right after must see it gone.

@@ -52,7 +52,7 @@ from jobwire._serving import (
 from jobwire._streams import AsyncStream
 from jobwire._url import Address, TCPAddress, UnixAddress
 
-from .._commands import Quit
+from .._commands import Put, Quit
 from .._events import ConnectionClosed, Reply
 from .._server_protocol import BadRequest, ServerConnection
 from . import MAX_JOB_SIZE_LIMIT
@@ -121,6 +121,8 @@ class _Connection(InOrderConnection):
         return self.state.connect(now)
 
     def answer(self, event: object, now: float) -> Reply | object | None:
+        if type(event) is Put:  # the common case first
+            return self.state.execute(self.conn, event, now)
         if isinstance(event, BadRequest):
             return self.state.bad_request(self.conn, event.code, now, event.counted)
         if isinstance(event, (ConnectionClosed, Quit)):

@@ -161,13 +161,8 @@ class Job:
         #: Delayed: when it becomes ready. Reserved: when its TTR runs out.
         self.deadline = 0.0
         self.reserver: ConnState | None = None
-        self.heap_token = 0
-        self.timer_seq = 0
-        self.reserves = 0
-        self.timeouts = 0
-        self.releases = 0
-        self.buries = 0
-        self.kicks = 0
+        self.heap_token = self.timer_seq = 0
+        self.reserves = self.timeouts = self.releases = self.buries = self.kicks = 0
 
     def __repr__(self) -> str:
         return f"<Job {self.id} {self.state.value} in {self.tube.name!r} pri={self.priority}>"
@@ -713,20 +708,22 @@ class ServerState:
     # -- commands ------------------------------------------------------------------------------
 
     def _put(self, conn: ConnState, cmd: Put, now: float) -> Reply:
-        self.counts["cmd-put"] += 1
+        counts = self.counts
+        counts["cmd-put"] += 1
         conn.producer = True
         job_id = self._next_job_id
-        self._next_job_id += 1
+        self._next_job_id = job_id + 1
         if self.draining:
             return _DRAINING
         tube = conn.use
-        job = Job(job_id, tube, cmd.priority, cmd.delay, cmd.ttr or 1, cmd.body, now)
+        delay = cmd.delay
+        job = Job(job_id, tube, cmd.priority, delay, cmd.ttr or 1, cmd.body, now)
         self.jobs[job_id] = job
         tube.jobs += 1
         tube.total_jobs += 1
-        self.counts["total-jobs"] += 1
-        if cmd.delay:
-            self._make_delayed(job, cmd.delay, now)
+        counts["total-jobs"] += 1
+        if delay:
+            self._make_delayed(job, delay, now)
         else:
             self._make_ready(job, now)
         return Inserted(job_id)

@@ -87,7 +87,8 @@ from beanstalk_client._stats import (
 from beanstalk_client.server import Server, run_server, serve
 from beanstalk_client.server._state import ConnState, JobState, ServerState
 from jobwire import TCPAddress, UnixAddress
-from tests.conftest import BEANSTALKD_TRANSCRIPT
+from tests.beanstalk.test_server_core import PUT_FORMS
+from tests.conftest import BEANSTALKD_TRANSCRIPT, SERVER_KINDS, start_server
 
 TRANSCRIPT = BEANSTALKD_TRANSCRIPT
 IO_TIMEOUT = 10.0
@@ -354,6 +355,43 @@ def test_replay_transcript_real_beanstalkd(real_beanstalkd: tuple[TCPAddress, in
     # The same replay against the server the transcript was recorded from: if this fails, the
     # connection plan or the normalisation is wrong, not the bundled server.
     replay_transcript(*real_beanstalkd)
+
+
+@pytest.mark.parametrize("kind", SERVER_KINDS)
+@pytest.mark.parametrize("write", [1 << 20, 7], ids=["one-write", "7-byte-writes"])
+def test_pipelined_put_forms_are_answered_as_beanstalkd_answers(kind: str, write: int) -> None:
+    # Every put form of the core's test (the common one the core reads in one step and those
+    # only its general path reads), pipelined; then what each stored job holds.
+    expected: list[bytes] = []
+    stored: list[tuple[int, Put]] = []
+    next_id = 1
+    for _, events in PUT_FORMS:
+        for event in events:
+            if isinstance(event, Put):
+                expected.append(b"INSERTED %d\r\n" % next_id)
+                stored.append((next_id, event))
+                next_id += 1
+            else:
+                expected.append(event[1].encode() + b"\r\n")
+                next_id += event[1] == "EXPECTED_CRLF"  # beanstalkd made the job first
+    data = b"use forms\r\n" + b"".join(line for line, _ in PUT_FORMS)
+    srv = start_server(kind, max_job_size=8)
+    wire = Wire(TCPAddress(srv.host, srv.port))
+    try:
+        for i in range(0, len(data), write):
+            wire.send(data[i : i + write])
+        assert wire.reply() == b"USING forms\r\n"
+        assert [wire.reply() for _ in expected] == expected
+        for job_id, put in stored:
+            assert wire.ask(b"peek %d\r\n" % job_id) == (
+                b"FOUND %d %d\r\n%b\r\n" % (job_id, len(put.body), put.body))
+            reply = wire.ask(b"stats-job %d\r\n" % job_id)
+            job = dict(parse_job_stats(reply[reply.index(b"\r\n") + 2 : -2]))
+            assert (job["pri"], job["delay"], job["ttr"], job["state"]) == (
+                put.priority, put.delay, put.ttr or 1, "delayed" if put.delay else "ready")
+    finally:
+        wire.close()
+        srv.stop()
 
 
 def _ok(doc: bytes) -> bytes:

@@ -564,3 +564,65 @@ def test_valid_command_after_crlf_still_parsed(junk: bytes, data: st.DataObject)
     events = _feed(_split(stream, cuts))
     _check_events(events)
     assert events[-1] == ListTubeUsed()
+
+
+# -- the common put and the general path agree ------------------------------------------------
+
+#: Put lines in the common form (read in one step) and in the forms only the general path reads,
+#: each with what beanstalkd makes of it.
+PUT_FORMS: list[tuple[bytes, list[Any]]] = [
+    (b"put 1 0 10 3\r\nabc\r\n", [Put(b"abc", 1, 0, 10)]),
+    (b"put 01 002 0003 3\r\nabc\r\n", [Put(b"abc", 1, 2, 3)]),
+    (b"put  5  0  10  3\r\nabc\r\n", [Put(b"abc", 5, 0, 10)]),
+    (b"put 4294967295 4294967295 4294967295 0\r\n\r\n", [Put(b"", *[2**32 - 1] * 3)]),
+    (b"put 4294967296 0 10 1\r\nx\r\n", [bad("BAD_FORMAT"), bad("UNKNOWN_COMMAND")]),
+    (b"put 1 0 10 5\r\nab\r\nc\r\n", [Put(b"ab\r\nc", 1, 0, 10)]),
+    (b"put 1 0 10 3 \r\nabc\r\n", [bad("BAD_FORMAT"), bad("UNKNOWN_COMMAND")]),
+    (b"put 1 0 10 9\r\nabcdefghi\r\n", [bad("JOB_TOO_BIG")]),
+    (b"put 1 0 10 8\r\nabcdefgh\r\n", [Put(b"abcdefgh", 1, 0, 10)]),
+    (b"put 7 0 0 1\r\n\0\r\n", [Put(b"\0", 7, 0, 0)]),
+    (b"put 2 0 10 2\r\nabc\r\nuse a\r\n", [bad("EXPECTED_CRLF"), bad("UNKNOWN_COMMAND")]),
+    (b"put 99999999999 0 0 1\r\nx\r\n", [bad("BAD_FORMAT"), bad("UNKNOWN_COMMAND")]),
+]
+
+
+@pytest.mark.parametrize(("data", "expected"), PUT_FORMS)
+def test_put_forms_read_as_beanstalkd_reads_them_at_every_split(
+    data: bytes, expected: list[Any]
+) -> None:
+    # tests/beanstalk/test_server.py sends the same lines to beanstalkd itself.
+    for cut in range(len(data) + 1):
+        server = ServerConnection(max_job_size=8)
+        events: list[Any] = []
+        for piece in (data[:cut], data[cut:]):
+            if piece:
+                server.receive_data(piece)
+                events += drain(server)
+        assert events == expected, cut
+        assert [type(e) for e in events] == [type(e) for e in expected]  # Put itself
+        assert server.buffered == 0 and not server.partial
+
+
+def test_a_body_over_many_reads_is_held_until_it_is_complete() -> None:
+    server = ServerConnection(max_job_size=1 << 20)
+    body = bytes(range(256)) * 1200  # 300 KiB
+    line = b"put 3 0 60 %d\r\n" % len(body)
+    data = line + body + b"\r\nput 0 0 1 1\r\nz\r\n"
+    fed = 0
+    while fed + 1000 < len(line) + len(body) + 2:  # 1000-byte reads, the body never whole
+        server.receive_data(data[fed : fed + 1000])
+        fed += 1000
+        assert drain(server) == []
+        assert server.partial and server.buffered == fed - len(line)
+    server.receive_data(data[fed:])
+    assert drain(server) == [Put(body, 3, 0, 60), Put(b"z", 0, 0, 1)]
+    assert server.buffered == 0 and not server.partial
+
+
+def test_eof_in_a_held_body_is_a_partial_close() -> None:
+    server = ServerConnection()
+    server.receive_data(b"put 0 0 1 100\r\n" + b"x" * 40)
+    server.receive_data(b"y" * 40)
+    assert drain(server) == [] and server.buffered == 80
+    server.receive_data(b"")
+    assert drain(server) == [("closed", True)]

@@ -396,7 +396,7 @@ BEANSTALK_SERVER = Role(
     name="beanstalk-server",
     feeds_on="client",
     make=lambda context: BeanstalkServer(max_job_size=BEANSTALK_MAX_JOB),
-    buffered=lambda core: len(core._buffer),
+    buffered=lambda core: core.buffered,
     bound=max(bc.MAX_LINE, BEANSTALK_MAX_JOB + 2),
     event_types=(bc.Command, BeanstalkBadRequest, be.ConnectionClosed),
     may_raise=False,

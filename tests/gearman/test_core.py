@@ -38,7 +38,9 @@ from gearman_client._admin import (
 from gearman_client._events import NEED_DATA, Answer, ConnectionClosed, WrongMagic
 from gearman_client._protocol import CLIENT_SENDS, SERVER_SENDS, Connection
 from gearman_client._server_protocol import AdminLine, ServerConnection
-from jobwire.errors import LocalProtocolError, RemoteProtocolError
+from gearman_client._session import GearmanSession
+from gearman_client.errors import JobFailed, QueueFull
+from jobwire.errors import ConnectionLost, LocalProtocolError, RemoteProtocolError
 
 from ..conftest import TRANSCRIPTS
 
@@ -647,3 +649,75 @@ def test_any_packet_stream_decodes_at_any_split(packets: list[pk.Packet], data: 
             while (p := decoder.next_packet()) is not None:
                 out.append(p)
     assert out == packets
+
+
+# -- the session's foreground jobs (GearmanSession.submit) -----------------------------------------
+
+
+def _res(*packets: pk.Packet) -> bytes:
+    return b"".join(pk.encode_packet(p, pk.RES) for p in packets)
+
+
+def test_session_submit_tracks_the_job_under_the_handle_job_created_names() -> None:
+    session = GearmanSession()
+    updates: list[pk.Packet] = []
+    job = session.submit(pk.SubmitJob(b"f", b"", b"x"), updates.append)
+    assert session.data_to_send() == Connection().send(pk.SubmitJob(b"f", b"", b"x"))
+    session.receive_data(_res(pk.JobCreated(b"H:1")))
+    assert not job.done and job.handle == b"H:1" and session.jobs == {b"H:1": [job]}
+    session.receive_data(_res(pk.WorkData(b"H:1", b"d"), pk.WorkStatus(b"H:1", 1, 2),
+                              pk.WorkComplete(b"H:1", b"r")))
+    assert updates == [pk.WorkData(b"H:1", b"d"), pk.WorkStatus(b"H:1", 1, 2)]
+    assert job.result() == b"r" and session.jobs == {} and session.in_flight == 0
+
+
+def test_session_submit_answered_error_rejects_the_job_and_the_next_request_is_answered() -> None:
+    session = GearmanSession()
+    job = session.submit(pk.SubmitJobHigh(b"f", b"", b"x"))
+    echo = session.request(pk.EchoReq(b"e"))
+    session.receive_data(_res(pk.Error(b"QUEUE_ERROR", b"full"), pk.EchoRes(b"e")))
+    with pytest.raises(QueueFull):
+        job.result()
+    assert echo.result() == pk.EchoRes(b"e") and session.jobs == {}
+
+
+def test_session_submit_takes_only_foreground_submits_and_queues_nothing_else() -> None:
+    session = GearmanSession()
+    for packet in (pk.SubmitJobBg(b"f", b"", b"x"), pk.EchoReq(b"e")):
+        with pytest.raises(LocalProtocolError, match="not a foreground submit"):
+            session.submit(packet)
+    with pytest.raises(LocalProtocolError):  # invalid: refused by the core, nothing queued
+        session.submit(pk.SubmitJob(b"", b"", b"x"))
+    assert session.data_to_send() == b"" and session.in_flight == 0
+
+
+def test_session_failure_rejects_every_foreground_job_created_or_not() -> None:
+    session = GearmanSession()
+    running = session.submit(pk.SubmitJob(b"f", b"", b"x"))
+    waiting = session.submit(pk.SubmitJobLow(b"f", b"u", b"y"))
+    session.receive_data(_res(pk.JobCreated(b"H:1")))
+    session.receive_data(b"")  # the server closed: both jobs end with ConnectionLost
+    for job in (running, waiting):
+        with pytest.raises(ConnectionLost):
+            job.result()
+    with pytest.raises(ConnectionLost):
+        session.submit(pk.SubmitJob(b"f", b"", b"x"))
+
+
+def test_coalesced_jobs_on_one_connection_all_get_the_result() -> None:
+    session = GearmanSession()
+    jobs = [session.submit(pk.SubmitJob(b"f", b"same", b"x")) for _ in range(3)]
+    session.receive_data(_res(*[pk.JobCreated(b"H:9")] * 3, pk.WorkFail(b"H:9")))
+    for job in jobs:
+        with pytest.raises(JobFailed):
+            job.result()
+
+
+def test_a_job_given_up_before_job_created_is_not_filed_under_its_handle() -> None:
+    # A submit that timed out (or was cancelled) before its JOB_CREATED came: the late answer
+    # must not leave a tracker behind (it would stay until the job ended, maybe never).
+    session = GearmanSession()
+    job = session.submit(pk.SubmitJob(b"f", b"", b"x"))
+    job.abandoned = True  # what the transport does when the caller's wait ends
+    session.receive_data(_res(pk.JobCreated(b"H:1"), pk.WorkData(b"H:1", b"d")))
+    assert session.jobs == {} and session.in_flight == 0 and not job.done
