@@ -3,6 +3,7 @@ for ``top``, a real terminal (a tmux pane) whose screen is read back."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
@@ -112,3 +113,41 @@ def terminal() -> Iterator[Callable[..., Terminal]]:
         subprocess.run([*TMUX, "kill-session", "-t", name], capture_output=True)
 
 
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> str:
+    """The stdout of a command that exited 0."""
+    assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
+    return result.stdout
+
+
+def failed(result: subprocess.CompletedProcess[str], code: int) -> str:
+    """The one-line error of a command that exited with ``code``."""
+    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("jobwire: error: "), result.stderr
+    return lines[0]
+
+
+def row(screen: str, name: str) -> list[str]:
+    """The cells of the table row whose first cell is ``name`` (``name`` included)."""
+    for line in screen.splitlines():
+        cells = [c.strip() for c in line.split("\u2502")][1:-1]
+        if cells and cells[0] == name:
+            return cells
+    raise AssertionError(f"no row {name!r} on the screen:\n{screen}")
+
+
+def wait_row(pane: Terminal, name: str, cells: list[str], timeout: float = 20) -> None:
+    """Wait until the row ``name`` on the pane's screen starts with ``cells`` (after the
+    name); fail with the last screen after ``timeout`` (a behaviour bound)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        screen = pane.screen()
+        with contextlib.suppress(AssertionError):
+            if row(screen, name)[1:1 + len(cells)] == cells:
+                return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"row {name!r} never showed {cells}; the screen was:\n{screen}")
+        time.sleep(0.1)

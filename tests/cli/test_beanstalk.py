@@ -4,10 +4,8 @@ back with the library's client."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,7 +14,7 @@ import pytest
 from beanstalk_client import DEFAULT_PRIORITY, DEFAULT_TTR, Client, NotFound, TimedOut
 
 from ..conftest import BeanstalkServer
-from .conftest import Terminal, run_cli
+from .conftest import Terminal, row, run_cli, wait_row
 
 
 def bs(server: BeanstalkServer, *args: str, input: bytes | str | None = None,
@@ -47,29 +45,6 @@ def counts(server: BeanstalkServer, tube: str) -> dict[str, int]:
             return {"ready": 0, "reserved": 0, "delayed": 0, "buried": 0}
     return {k: int(stats[f"current-jobs-{k}"])  # type: ignore[literal-required]
             for k in ("ready", "reserved", "delayed", "buried")}
-
-
-def row(screen: str, name: str) -> list[str]:
-    """The cells of the table row whose first cell is ``name``."""
-    for line in screen.splitlines():
-        cells = [c.strip() for c in line.split("│")][1:-1]
-        if cells and cells[0] == name:
-            return cells
-    raise AssertionError(f"no row {name!r} on the screen:\n{screen}")
-
-
-def wait_row(pane: Terminal, name: str, cells: list[str], timeout: float = 20) -> None:
-    """Wait until the row ``name`` on the pane's screen starts with ``cells`` (after the
-    name); fail with the last screen after ``timeout`` (a behaviour bound)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        screen = pane.screen()
-        with contextlib.suppress(AssertionError):
-            if row(screen, name)[1:1 + len(cells)] == cells:
-                return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"row {name!r} never showed {cells}; the screen was:\n{screen}")
-        time.sleep(0.1)
 
 
 # -- put --------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from gearman_client.worker import Job
 from jobwire.testing import GearmanServer, free_port
 
 from ..gearman.conftest import fresh_gearman, function, gearman_server, start_gearman
-from .conftest import Terminal, cli_env, run_cli
+from .conftest import Terminal, cli_env, row, run_cli, wait_row
 
 __all__ = ["fresh_gearman", "function", "gearman_server"]  # the fixtures, shared
 
@@ -67,26 +67,6 @@ def status_of(srv: GearmanServer, function: str) -> tuple[int, int, int]:
             if s.function == function:
                 return s.queued, s.running, s.workers
     return 0, 0, 0
-
-
-def row(screen: str, name: str) -> list[str]:
-    for line in screen.splitlines():
-        cells = [c.strip() for c in line.split("│")][1:-1]
-        if cells and cells[0] == name:
-            return cells
-    raise AssertionError(f"no row {name!r} on the screen:\n{screen}")
-
-
-def wait_row(pane: Terminal, name: str, cells: list[str], timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        screen = pane.screen()
-        with contextlib.suppress(AssertionError):
-            if row(screen, name)[1:1 + len(cells)] == cells:
-                return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"row {name!r} never showed {cells}; the screen was:\n{screen}")
-        time.sleep(0.1)
 
 
 # -- submit -------------------------------------------------------------------------------------

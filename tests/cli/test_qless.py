@@ -15,7 +15,7 @@ import pytest
 
 from jobwire.testing import RedisServer
 from qless_client import Client
-from tests.cli.conftest import Terminal, run_cli
+from tests.cli.conftest import Terminal, failed, ok, run_cli, wait_row
 
 # The fixtures redis_server, qless_client (on a flushed database) and qless_queue are jobwire's
 # pytest plugin's.
@@ -38,20 +38,6 @@ def q(qless_queue: str) -> str:
 
 def qless(url: str, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
     return run_cli("qless", *args, "--url", url, input=input)
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
-    return result.stdout
-
-
-def failed(result: subprocess.CompletedProcess[str], code: int) -> str:
-    """The one-line error of a command that exited with ``code``."""
-    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("jobwire: error: "), result.stderr
-    return lines[0]
 
 
 def unused_port() -> int:
@@ -296,27 +282,6 @@ def test_the_url_comes_from_QLESS_URL_and_may_be_a_unix_socket(
 # -- top ------------------------------------------------------------------------------------
 
 
-def _row(screen: str, name: str) -> list[str]:
-    for line in screen.splitlines():
-        cells = [c.strip() for c in re.split(r"[│┃|]", line)]
-        if name in cells:
-            return cells[cells.index(name) + 1:-1]
-    raise AssertionError(f"no row {name} on the screen:\n{screen}")
-
-
-def _wait_row(term: Terminal, name: str, expected: list[str], timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        screen = term.wait_for(name)
-        try:
-            if _row(screen, name)[:len(expected)] == expected:
-                return
-        except AssertionError:
-            pass
-        assert time.monotonic() < deadline, f"{name} never showed {expected}:\n{screen}"
-        time.sleep(0.1)
-
-
 def test_top_shows_the_queues_live_and_ends_on_ctrl_c(
     url: str, client: Client, terminal: Callable[..., Terminal]
 ) -> None:
@@ -327,13 +292,13 @@ def test_top_shows_the_queues_live_and_ends_on_ctrl_c(
     queue.put("app.K", delay=600)
     term: Terminal = terminal("qless", "top", "--url", url, "--interval", "0.2")
     # waiting running stalled scheduled depends recurring failed
-    _wait_row(term, q, ["4", "0", "0", "1", "0", "0", "0"])
+    wait_row(term, q, ["4", "0", "0", "1", "0", "0", "0"])
     assert "popped/s" in term.screen() and "completed/s" in term.screen()
     [job] = queue.pop()
     queue.put("app.K")
-    _wait_row(term, q, ["4", "1", "0", "1", "0", "0", "0"])
+    wait_row(term, q, ["4", "1", "0", "1", "0", "0", "0"])
     job.fail(f"{q}-group", "boom")
-    _wait_row(term, q, ["4", "0", "0", "1", "0", "0", "1"])
+    wait_row(term, q, ["4", "0", "0", "1", "0", "0", "1"])
     term.keys("C-c")
     screen = term.wait_for("EXIT=")
     assert "EXIT=0" in screen and "Traceback" not in screen

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from jobwire.testing import WorkqServer
-from tests.cli.conftest import Terminal, cli_env, run_cli
+from tests.cli.conftest import Terminal, cli_env, failed, ok, row, run_cli, wait_row
 from workq_client import Client, JobState
 
 # The fixtures workq_server, workq_client and workq_name are jobwire's pytest plugin's.
@@ -42,20 +42,6 @@ def q(workq_name: str) -> str:
 def workq(url: str, *args: str, input: str | bytes | None = None,
           timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return run_cli("workq", *args, "--url", url, input=input, timeout=timeout)
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
-    return result.stdout
-
-
-def failed(result: subprocess.CompletedProcess[str], code: int) -> str:
-    """The one-line error of a command that exited with ``code``."""
-    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("jobwire: error: "), result.stderr
-    return lines[0]
 
 
 def unused_port() -> int:
@@ -327,28 +313,6 @@ def test_debug_shows_the_traceback() -> None:
 # -- top ------------------------------------------------------------------------------------
 
 
-def _row(screen: str, name: str) -> list[str]:
-    """The cells of ``name``'s row of a table on the screen."""
-    for line in screen.splitlines():
-        cells = [c.strip() for c in re.split(r"[│┃|]", line)]
-        if name in cells:
-            return cells[cells.index(name) + 1:-1]
-    raise AssertionError(f"no row {name} on the screen:\n{screen}")
-
-
-def _wait_row(term: Terminal, name: str, expected: list[str], timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        screen = term.wait_for(name)
-        try:
-            if _row(screen, name)[:len(expected)] == expected:
-                return
-        except AssertionError:
-            pass
-        assert time.monotonic() < deadline, f"{name} never showed {expected}:\n{screen}"
-        time.sleep(0.1)
-
-
 def test_top_shows_the_queues_live_and_ends_on_ctrl_c(
     url: str, client: Client, terminal: Callable[..., Terminal]
 ) -> None:
@@ -357,13 +321,13 @@ def test_top_shows_the_queues_live_and_ends_on_ctrl_c(
         client.add(q, b"%d" % i)
     client.schedule(q, b"later", datetime.now(timezone.utc) + timedelta(hours=1))
     term: Terminal = terminal("workq", "top", "--url", url, "--interval", "0.2")
-    _wait_row(term, q, ["3", "1"])
+    wait_row(term, q, ["3", "1"])
     assert f"workq {url}" in term.screen()
     client.add(q, b"3")
     client.add(q, b"4")
-    _wait_row(term, q, ["5", "1"])
+    wait_row(term, q, ["5", "1"])
     client.lease(q, wait=1)
-    _wait_row(term, q, ["4", "1"])
+    wait_row(term, q, ["4", "1"])
     term.keys("C-c")
     screen = term.wait_for("EXIT=")
     assert "EXIT=0" in screen and "Traceback" not in screen
@@ -381,7 +345,7 @@ def test_top_on_a_pipe_prints_tables(url: str, client: Client, q: str) -> None:
     client.add(q, b"x")
     out = ok(workq(url, "top", "--count", "2", "--interval", "0.1"))
     assert out.count(q) == 2
-    assert _row(out, q)[:2] == ["1", "0"]
+    assert row(out, q)[1:3] == ["1", "0"]
 
 
 def test_add_typed_on_a_terminal_goes_out_line_by_line_under_a_progress_bar(
