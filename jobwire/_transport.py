@@ -281,8 +281,12 @@ class AsyncTransport:
         """
         if not pending.done and not self._reading and self._read_nowait():
             await self._finish_read()
-        if pending.done:
-            return  # answered already: no cancel scope, no trip through the event loop
+        if pending.done:  # answered already: no cancel scope, no trip through the event loop
+            if self._waiters and not self._reading:
+                # Our read may have answered the waiter the last reader handed its role to:
+                # it will leave without reading, so pass the role on to one still waiting.
+                self._hand_over_reading()
+            return
         try:
             if limit is None or limit == math.inf:
                 await self._wait_loop(pending)  # no cancel scope: they cost on every call
@@ -304,6 +308,8 @@ class AsyncTransport:
             raise
         finally:
             pending.waker = None
+            if self._waiters and not self._reading:
+                self._hand_over_reading()  # as above: a task that leaves never reads
 
     async def _wait_loop(self, pending: Pending[Any]) -> None:
         while not pending.done:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import socket
 import time
 
 import anyio
@@ -18,6 +19,7 @@ from beanstalk_client import (
     LocalProtocolError,
     NotFound,
     OperationTimeout,
+    Peek,
     RemoteProtocolError,
     TimedOut,
 )
@@ -132,6 +134,50 @@ async def test_writes_the_kernel_takes_in_part_stay_whole_and_in_order(
             assert job.body == ids.pop(job.id)
             await c.delete(job)
         assert not ids
+
+
+async def test_a_reply_read_for_the_next_reader_still_leaves_a_reader(anyio_backend: str) -> None:
+    """A reader hands its role to the oldest waiter (w1) before that waiter runs; a task then
+    reads, without the role, replies that answer itself and w1. Both leave without reading, so
+    the role must pass on to w2, or w2 waits for a reader that never comes (CI caught this as
+    a 10 s put timeout). The order is forced: the first peek's reply fills one 64 KiB recv
+    exactly, so the reader stops there and the second peek's wait reads the rest."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    async with AsyncClient("127.0.0.1", port, timeout=3) as c:
+        server, _ = listener.accept()
+        listener.close()
+        with server:
+            results: dict[str, object] = {}
+
+            async def peeks() -> None:
+                results["peeks"] = await c.call_many([Peek(1), Peek(2)])
+
+            async def put(name: str) -> None:
+                try:
+                    results[name] = await c.put(name.encode())
+                except OperationTimeout as exc:
+                    results[name] = exc
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(peeks)
+                await anyio.wait_all_tasks_blocked()
+                tg.start_soon(put, "w1")
+                await anyio.wait_all_tasks_blocked()
+                tg.start_soon(put, "w2")
+                await anyio.wait_all_tasks_blocked()
+                body = b"b" * (65536 - len(b"FOUND 1 65519\r\n\r\n"))
+                server.sendall(b"FOUND 1 %d\r\n%s\r\nFOUND 2 1\r\nx\r\nINSERTED 3\r\n"
+                               % (len(body), body))
+                with anyio.fail_after(5):
+                    while "w1" not in results:
+                        await anyio.sleep(0.01)
+                assert results["w1"] == 3
+                server.sendall(b"INSERTED 4\r\n")
+            assert results["w2"] == 4
+            assert [getattr(r, "job_id", None) for r in results["peeks"]] == [1, 2]  # type: ignore[attr-defined]
 
 
 async def test_cancelled_reserve_never_steals_a_reply(server: BeanstalkServer, tube: str) -> None:
