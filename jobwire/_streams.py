@@ -12,13 +12,17 @@ import os
 import socket
 import ssl
 import struct
-from typing import Any
+import sys
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.lowlevel
 
 from ._url import Address, TCPAddress
 from .errors import ConnectFailed, ConnectionLost, OperationTimeout, TLSError
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = [
     "AsyncStream",
@@ -67,6 +71,12 @@ def tls_context(option: SSLOption) -> ssl.SSLContext | None:
     if isinstance(option, ssl.SSLContext):
         return option
     raise TypeError(f"ssl= takes True, False, None or an ssl.SSLContext, not {option!r:.60}")
+
+
+def asyncio_loop() -> asyncio.AbstractEventLoop | None:
+    """The running asyncio loop, or None (not on asyncio: trio), without importing asyncio."""
+    aio = sys.modules.get("asyncio")  # not imported: not running on asyncio
+    return aio._get_running_loop() if aio is not None else None
 
 
 class _TLS:
@@ -253,12 +263,19 @@ class AsyncStream:
     That is most of the async clients' time on loopback.
     """
 
-    __slots__ = ("_sock", "address")
+    __slots__ = ("_loop", "_reader", "_sock", "_spurious", "address")
 
     def __init__(self, sock: socket.socket, address: Address) -> None:
         sock.setblocking(False)
         self._sock = sock
         self.address = address
+        # On asyncio the socket stays registered with the loop between waits (add_reader and
+        # remove_reader are two epoll_ctl calls and selector bookkeeping on every wait through
+        # anyio.wait_readable): the loop it is registered with, the future the reading task
+        # waits on, and how often the loop said "readable" with no one waiting.
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._reader: asyncio.Future[bytes | None] | None = None
+        self._spurious = 0
 
     @classmethod
     async def connect(
@@ -313,24 +330,100 @@ class AsyncStream:
             raise ConnectFailed(f"cannot connect to {address}: {exc}") from exc
         return sock
 
-    async def receive(self) -> bytes:
-        """Return the next bytes received; ``b""`` at end of stream.
+    async def receive(self, tried: bool = False, deadline: float | None = None) -> bytes:
+        """Return the next bytes received; ``b""`` at end of stream. ``tried``: the caller
+        has just found nothing received (:meth:`receive_nowait`), so wait before reading.
+        ``deadline`` (asyncio only: ``loop.time()``): raise TimeoutError when it passes.
 
         Raises:
             ConnectionLost: the socket broke or was closed.
+            TimeoutError: ``deadline`` passed.
         """
         sock = self._sock
         while True:
+            if not tried:
+                try:
+                    return sock.recv(READ_SIZE)
+                except BlockingIOError:
+                    pass
+                except OSError as exc:
+                    raise ConnectionLost(f"receive from {self.address}: {exc}") from exc
+            tried = False
+            loop = asyncio_loop()
             try:
-                return sock.recv(READ_SIZE)
-            except BlockingIOError:
-                pass
-            except OSError as exc:
-                raise ConnectionLost(f"receive from {self.address}: {exc}") from exc
-            try:
-                await anyio.wait_readable(sock)
+                if loop is None:
+                    await anyio.wait_readable(sock)
+                elif deadline is None:
+                    if (data := await self._received(loop)) is not None:
+                        return data
+                else:
+                    waiter = self._received(loop)
+                    timer = loop.call_at(deadline, self._expire, waiter)
+                    try:
+                        if (data := await waiter) is not None:
+                            return data
+                    finally:
+                        timer.cancel()
+            except TimeoutError:
+                raise
             except (anyio.ClosedResourceError, OSError, ValueError) as exc:
                 raise ConnectionLost(f"receive from {self.address}: closed") from exc
+
+    def _received(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[bytes | None]:
+        """On asyncio: a future of the next bytes, read by the loop's reader callback as soon
+        as the socket is readable (or None: read them yourself). The socket stays registered
+        with the loop while it is busy: anyio's ``wait_readable`` adds and removes the reader,
+        two epoll_ctl calls and the selector's bookkeeping, on every wait."""
+        if loop is not self._loop:
+            old, self._loop = self._loop, None
+            if old is not None and not old.is_closed():
+                old.remove_reader(self._sock)
+            loop.add_reader(self._sock, self._wake_reader)
+            self._loop = loop
+        self._spurious = 0
+        self._reader = waiter = loop.create_future()
+        return waiter
+
+    def _expire(self, waiter: asyncio.Future[bytes | None]) -> None:
+        if not waiter.done():
+            if waiter is self._reader:
+                self._reader = None
+            waiter.set_exception(TimeoutError())
+
+    def _wake_reader(self) -> None:
+        """The loop's reader callback: read for the waiting task and hand it the bytes (so the
+        loop does not see the same bytes as readable again before the task runs). Readable
+        with no one waiting (bytes nobody asked for yet): the second time in a row, stop
+        watching until the next wait, so an idle socket with unread bytes costs the loop
+        nothing."""
+        waiter = self._reader
+        if waiter is None or waiter.done():
+            self._reader = None
+            self._spurious += 1
+            if self._spurious > 1 and self._loop is not None:
+                self._loop.remove_reader(self._sock)
+                self._loop = None
+            return
+        try:
+            data = self._sock.recv(READ_SIZE)
+        except BlockingIOError:
+            return  # a wake-up without bytes: keep waiting
+        except OSError as exc:
+            self._reader = None
+            waiter.set_exception(exc)
+            return
+        self._reader = None
+        self._spurious = 0
+        waiter.set_result(data)
+
+    def _forget_reader(self) -> None:
+        """Unregister from the loop and fail a waiting task (before the socket closes)."""
+        loop, self._loop = self._loop, None
+        if loop is not None and not loop.is_closed():
+            loop.remove_reader(self._sock)
+        waiter, self._reader = self._reader, None
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(anyio.ClosedResourceError())
 
     def receive_nowait(self) -> bytes | None:
         """The bytes received already (``b""`` at end of stream), or None: nothing yet. Never
@@ -386,6 +479,7 @@ class AsyncStream:
         """Close the socket (idempotent); a task waiting on it gets ``ConnectionLost``."""
         sock = self._sock
         if sock.fileno() >= 0:
+            self._forget_reader()
             anyio.notify_closing(sock)
             sock.close()
         await anyio.lowlevel.checkpoint()
@@ -456,10 +550,11 @@ class AsyncTLSStream(AsyncStream):
         self._out += ciphertext
         await self.drain()
 
-    async def receive(self) -> bytes:
+    async def receive(self, tried: bool = False, deadline: float | None = None) -> bytes:
+        # ``tried`` does not apply: receive_nowait() reads nothing from the socket.
         tls = self._tls
         while (data := tls.read()) is None:
-            tls.receive_ciphertext(await AsyncStream.receive(self))
+            tls.receive_ciphertext(await AsyncStream.receive(self, False, deadline))
             if out := tls.data_to_send():
                 await self._push(out)
         return data

@@ -29,15 +29,18 @@ import math
 import time
 from collections.abc import Callable, Iterable
 from types import EllipsisType
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 
 from ._pending import Pending
 from ._session import SessionLike
-from ._streams import AsyncStream, SSLOption, SyncStream, tls_context
+from ._streams import AsyncStream, SSLOption, SyncStream, asyncio_loop, tls_context
 from ._url import Address
 from .errors import ConnectionLost, JobwireError, LocalProtocolError, NotSent, OperationTimeout
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["AsyncTransport", "Transport"]
 
@@ -279,8 +282,12 @@ class AsyncTransport:
         Raises:
             OperationTimeout: ``limit`` ran out; the Pending is abandoned.
         """
-        if not pending.done and not self._reading and self._read_nowait():
-            await self._finish_read()
+        tried = False  # nothing was received a moment ago: the first read may wait at once
+        if not pending.done and not self._reading:
+            got = self._read_nowait()
+            if got:
+                await self._finish_read()
+            tried = got is None
         if pending.done:  # answered already: no cancel scope, no trip through the event loop
             if self._waiters and not self._reading:
                 # Our read may have answered the waiter the last reader handed its role to:
@@ -289,12 +296,16 @@ class AsyncTransport:
             return
         try:
             if limit is None or limit == math.inf:
-                await self._wait_loop(pending)  # no cancel scope: they cost on every call
+                await self._wait_loop(pending, tried)  # no cancel scope: they cost every call
+            elif (loop := asyncio_loop()) is not None:
+                # On asyncio the deadline is a timer on what this task waits for (a cancel
+                # scope costs more than the rest of a request's wait); it raises TimeoutError.
+                await self._wait_loop(pending, tried, loop, loop.time() + limit)
             else:
                 # anyio.fail_after(limit), without its two generator layers
                 scope = anyio.CancelScope(deadline=anyio.current_time() + limit)
                 with scope:
-                    await self._wait_loop(pending)
+                    await self._wait_loop(pending, tried)
                 if scope.cancelled_caught and anyio.current_time() >= scope.deadline:
                     raise TimeoutError
         except TimeoutError:
@@ -311,14 +322,25 @@ class AsyncTransport:
             if self._waiters and not self._reading:
                 self._hand_over_reading()  # as above: a task that leaves never reads
 
-    async def _wait_loop(self, pending: Pending[Any]) -> None:
+    async def _wait_loop(
+        self,
+        pending: Pending[Any],
+        tried: bool,
+        loop: asyncio.AbstractEventLoop | None = None,
+        deadline: float = 0.0,
+    ) -> None:
+        """Read (as the reader) or wait to be woken until ``pending`` is done. With ``loop``
+        (asyncio): raise TimeoutError once ``loop.time()`` reaches ``deadline``."""
         while not pending.done:
             if self._reading:
                 woken = anyio.Event()
                 pending.waker = woken.set
                 self._waiters[pending] = None
+                timer = loop.call_at(deadline, woken.set) if loop is not None else None
                 try:
                     await woken.wait()
+                    if loop is not None and not pending.done and loop.time() >= deadline:
+                        raise TimeoutError
                 except BaseException:
                     # Cancelled (or timed out) while waiting: the reader may have handed its
                     # role to this task between the cancellation and this task running (trio
@@ -330,8 +352,11 @@ class AsyncTransport:
                     raise
                 finally:
                     self._waiters.pop(pending, None)
+                    if timer is not None:
+                        timer.cancel()
             else:
-                await self._read_until(pending)
+                await self._read_until(pending, tried, deadline if loop is not None else None)
+            tried = False
 
     async def pipeline(
         self,
@@ -434,17 +459,18 @@ class AsyncTransport:
         finally:
             self._hand_over_reading()
 
-    def _read_nowait(self) -> bool:
+    def _read_nowait(self) -> bool | None:
         """Feed the session what the stream has received already, without waiting (no
         coroutine in the common case). True when :meth:`_finish_read` must follow: the
-        connection broke, or what the session's callbacks queued was not all sent."""
+        connection broke, or what the session's callbacks queued was not all sent; None when
+        nothing was received."""
         stream = self._stream
         if stream is None:
             return False
         try:
             data = stream.receive_nowait()
             if data is None:
-                return False
+                return None
             self.session.receive_data(data)
             return self.session.broken is not None or not self.flush_nowait()
         except JobwireError as exc:
@@ -461,14 +487,17 @@ class AsyncTransport:
                 self.session.fail(exc)
         await self._drop_stream()
 
-    async def _read_until(self, pending: Pending[Any]) -> None:
+    async def _read_until(
+        self, pending: Pending[Any], tried: bool = False, deadline: float | None = None
+    ) -> None:
         stream = self._stream
         if stream is None:
             raise ConnectionLost(f"not connected: {self.session.broken or 'closed'}")
         self._reading = True
         try:
             while not pending.done:
-                self.session.receive_data(await stream.receive())
+                self.session.receive_data(await stream.receive(tried, deadline))
+                tried = False
                 if self.session.broken is not None:
                     await self._drop_stream()
                     break
