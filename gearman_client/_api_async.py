@@ -412,7 +412,8 @@ class AsyncClient(Generic[B]):
         else:
             transport, session = await self._pool.connect(server)
         pending = session.request(packet)
-        await transport.flush()
+        if not transport.flush_nowait():
+            await transport.flush()
         reply = await transport.wait(pending, limit)
         return reply, server
 
@@ -444,7 +445,8 @@ class AsyncClient(Generic[B]):
         limit = self.timeout if timeout is ... else timeout
         transport, session = self._pool.ready() or await self._pool.pick(uniq or None)
         job = session.submit(packet, on_update)  # a refused submit fails the job
-        await transport.flush()
+        if not transport.flush_nowait():
+            await transport.flush()
         try:
             raw = await transport.wait(job, limit)
         finally:

@@ -120,7 +120,8 @@ class AsyncClient(_api_async.AsyncClient[B]):
 
         created.then = on_created
         result.then = lambda _: box[0]._wake() if box else None
-        await transport.flush()
+        if not transport.flush_nowait():
+            await transport.flush()
         try:
             await transport.wait(created, limit)
         except OperationTimeout:

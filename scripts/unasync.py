@@ -33,6 +33,8 @@ SUBS = [
     (r"\b__aiter__\b", "__iter__"),
     (r"\b__anext__\b", "__next__"),
     (r"\bStopAsyncIteration\b", "StopIteration"),
+    # A blocking send has nothing to leave for later: the sync side just flushes.
+    (r"if not (\w+)\.flush_nowait\(\):\n\s+\1\.flush\(\)", r"\1.flush()"),
 ]
 
 

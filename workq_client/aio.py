@@ -201,7 +201,8 @@ class AsyncClient(AsyncCommands[B]):
             wait += session.held_back()
         pending = session.submit(command)
         try:
-            await transport.flush()
+            if not transport.flush_nowait():
+                await transport.flush()
             return await transport.wait(
                 pending, None if self.timeout is None else wait + self.timeout
             )
