@@ -33,11 +33,12 @@ import contextlib
 import signal
 import socket
 import statistics
+import subprocess
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from functools import partial
 
 import aiostalk  # type: ignore[import-untyped]
@@ -306,6 +307,81 @@ def put_raw_sequential(srv: Server, tube: str, n: int) -> Sample:
         raw.close()
 
 
+class _Short(Exception):
+    """A reply is not whole yet (raised in place of a blocking read)."""
+
+
+class RawAsyncio(Raw):
+    """The raw socket on an asyncio loop: registered with the loop once, its reader callback
+    reads what arrives and wakes the waiting task. The floor of any asyncio client: what the
+    loop itself costs per request/reply (one wait, two loop passes)."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(port)
+        self.waiter: asyncio.Future[None] | None = None
+        self.started = False
+
+    def start(self) -> None:
+        """From now on, the loop reads (set up blocking before)."""
+        self.started = True
+        self.sock.setblocking(False)
+        asyncio.get_running_loop().add_reader(self.sock, self._readable)
+
+    def _readable(self) -> None:
+        try:
+            data = self.sock.recv(READ_SIZE)
+        except BlockingIOError:
+            return
+        if not data:
+            raise ConnectionError("server closed the connection")
+        self.buf += data
+        waiter, self.waiter = self.waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def _fill(self) -> None:
+        if not self.started:
+            super()._fill()
+            return
+        raise _Short
+
+    async def reply(self) -> list[int]:
+        """Wait for one whole reply; the id of a RESERVED one."""
+        while True:
+            try:
+                return self.replies(1)[0]
+            except _Short:
+                self.waiter = asyncio.get_running_loop().create_future()
+                await self.waiter
+
+
+async def _raw_asyncio(srv: Server, n: int, setup: Callable[[RawAsyncio], None],
+                       step: Callable[[RawAsyncio], Awaitable[object]]) -> Sample:
+    """``n`` times ``step`` on a RawAsyncio connection that ``setup`` prepared (blocking)."""
+    raw = RawAsyncio(srv.port)
+    try:
+        setup(raw)
+        raw.start()
+        clock = Clock(srv)
+        clock.start()
+        for _ in range(n):
+            await step(raw)
+        clock.stop()
+        return clock.sample(n)
+    finally:
+        asyncio.get_running_loop().remove_reader(raw.sock)
+        raw.close()
+
+
+async def _put_raw_asyncio_step(raw: RawAsyncio) -> None:
+    raw.sock.send(PUT_LINE)
+    await raw.reply()
+
+
+def put_raw_asyncio(srv: Server, tube: str, n: int) -> Sample:
+    return asyncio.run(_raw_asyncio(srv, n, lambda raw: raw.use(tube), _put_raw_asyncio_step))
+
+
 # pipelined put
 
 
@@ -427,6 +503,18 @@ def rd_raw_pipelined(srv: Server, tube: str, n: int) -> Sample:
         raw.close()
 
 
+async def _rd_raw_asyncio_step(raw: RawAsyncio) -> None:
+    raw.sock.send(b"reserve\r\n")
+    (job_id,) = await raw.reply()
+    raw.sock.send(b"delete %d\r\n" % job_id)
+    await raw.reply()
+
+
+def rd_raw_asyncio(srv: Server, tube: str, n: int) -> Sample:
+    return asyncio.run(_raw_asyncio(srv, n, lambda raw: raw.watch_only(tube),
+                                    _rd_raw_asyncio_step))
+
+
 # worker pools, ONE connection each
 
 
@@ -467,6 +555,22 @@ def async_worker(
     return result
 
 
+def on_a_busy_machine(measure: MeasureFn) -> MeasureFn:
+    """``measure`` while another process spins on this one's core (it inherits the pinning):
+    the load state in which the event loop's wake-ups come late, measured beside the idle
+    one in the same run."""
+
+    def busy(srv: Server, tube: str, n: int) -> Sample:
+        hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        try:
+            return measure(srv, tube, n)
+        finally:
+            hog.kill()
+            hog.wait()
+
+    return busy
+
+
 def sync_worker(concurrency: int, srv: Server, tube: str, n: int) -> Sample:
     worker = Worker(
         f"beanstalk://{HOST}:{srv.port}", tubes=[tube], concurrency=concurrency,
@@ -504,6 +608,8 @@ SCENARIOS: dict[str, str] = {
                      "pipeline: their put loop",
     "reserve_delete": "reserve + delete, one command at a time (tube pre-filled)",
     "worker_noop": "worker pool, no-op handler, ONE connection (tube pre-filled)",
+    "worker_noop_busy": "worker_noop, and its raw baseline, while another process spins on "
+                        "the benchmark's core (a busy machine)",
     "worker_sleep": f"worker pool, {SLEEP_S * 1000:g} ms sleep handler, ONE connection",
     "bundled_put": "pipelined put against the bundled server vs beanstalkd",
 }
@@ -540,6 +646,8 @@ def plan(quick: bool) -> dict[str, list[Spec | Reuse[MeasureFn]]]:
             put_gs,
             put_aio,
             Spec("raw-seq", "raw socket (sequential)", put_raw_sequential, k(25_000)),
+            Spec("raw-asyncio", "raw socket on asyncio (the loop's floor)", put_raw_asyncio,
+                 k(15_000), baseline=("put", "raw-seq")),
         ],
         "put_pipelined": [
             pm_sync,
@@ -566,6 +674,8 @@ def plan(quick: bool) -> dict[str, list[Spec | Reuse[MeasureFn]]]:
             Spec("aiostalk", "aiostalk", rd_aiostalk, k(6_000), 0,
                  baseline=("reserve_delete", "raw-seq")),
             Spec("raw-seq", "raw socket (sequential)", rd_raw_sequential, k(12_000), 0),
+            Spec("raw-asyncio", "raw socket on asyncio (the loop's floor)", rd_raw_asyncio,
+                 k(8_000), 0, baseline=("reserve_delete", "raw-seq")),
             rd_pipe,
         ],
         "worker_noop": [
@@ -580,6 +690,13 @@ def plan(quick: bool) -> dict[str, list[Spec | Reuse[MeasureFn]]]:
                   ("reserve_delete", "greenstalk"), rd_gs),
             Reuse("raw-pipe", "raw socket reserve+delete (pipelined)",
                   ("reserve_delete", "raw-pipe"), rd_pipe),
+        ],
+        "worker_noop_busy": [
+            Spec("worker-asyncio", "jobwire AsyncWorker c=64 (asyncio), one core busy",
+                 on_a_busy_machine(partial(async_worker, "asyncio", 64, 0.0)), k(15_000), 128,
+                 baseline=("worker_noop_busy", "raw-pipe")),
+            Spec("raw-pipe", "raw socket reserve+delete (pipelined), one core busy",
+                 on_a_busy_machine(rd_raw_pipelined), k(40_000), 0),
         ],
         "worker_sleep": [
             Spec("worker-asyncio-c1", "jobwire AsyncWorker c=1 (asyncio)",

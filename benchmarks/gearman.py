@@ -59,6 +59,7 @@ from _harness import (
     find_binary,
     finish,
     free_port,
+    place_server,
     server_version,
     spawn,
     stop_process,
@@ -142,6 +143,7 @@ class Gearmand:
         except SystemExit:
             command = [sys.executable, "-c", WORKER_SCRIPT, str(self.port), function, str(ROOT)]
         self.worker = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+        place_server(self.worker.pid)
         deadline = time.monotonic() + 10
         while self.available_workers(function) < 1:
             if self.worker.poll() is not None or time.monotonic() > deadline:

@@ -70,7 +70,8 @@ def test_a_quick_run_writes_the_shared_shape(results: Path) -> None:
     assert document["environment"]["date"].endswith("Z")
     assert set(document["config"]["scenarios"]) == {"add", "add_many"}
     assert {(r["scenario"], r["client"]) for r in document["results"]} == {
-        (s, c) for s in ("add", "add_many") for c in ("jobwire-sync", "jobwire-async", "raw")}
+        (s, c) for s in ("add", "add_many") for c in ("jobwire-sync", "jobwire-async", "raw")
+    } | {("add_many", "jobwire-sync-unbudgeted"), ("add_many", "jobwire-async-unbudgeted")}
     for row in document["results"]:
         assert row["best_ops_per_s"] > 0 and row["client_cpu_us_per_op"] > 0
         assert row["server_cpu_us_per_op"] is not None
@@ -104,6 +105,12 @@ def test_the_section_reports_the_runs_numbers_against_issue_13s_targets(results:
             f"({sync:,.0f} vs {raw_many:,.0f} ops/s); async {asyncio / raw_many:.2f}x "
             f"({asyncio:,.0f} vs {raw_many:,.0f} ops/s) (bundled server) | >= 0.9x / 0.8x raw | "
             f"{'met' if met else '**missed**'} |") in section
+    # A missed row says what bounds it, with ratios of the same run: here the byte budget,
+    # and the same calls without it.
+    unbudgeted = ops("add_many", "jobwire-sync-unbudgeted")
+    bound = (f"With `max_bytes=None` (the raw socket's window alone): sync "
+             f"{unbudgeted / raw_many:.2f}x ({unbudgeted:,.0f} vs {raw_many:,.0f} ops/s)")
+    assert (bound in section) == (not met)
     # Every other row of issue 13 is there, saying what is missing.
     for target in report.TARGETS:
         assert f"| {target.scenario} |" in section
@@ -179,3 +186,37 @@ def test_no_results_says_how_to_make_them(tmp_path: Path) -> None:
     done = _cli("--results", str(tmp_path), "--readme", str(readme))
     assert done.returncode == 0, done.stderr
     assert "run `scripts/bench all`" in readme.read_text(encoding="utf-8")
+
+
+def test_the_scaling_runs_are_summed_up_and_drawn_beside_their_json(tmp_path: Path) -> None:
+    """The recorded scaling.json (a real run): each series' first and last point in the
+    section, the plot drawn into scaling.png when writing, and ``--check`` failing when the
+    plot is missing or the JSON changed since the README was written."""
+    results = tmp_path / "results"
+    results.mkdir()
+    recorded = json.loads((ROOT / "benchmarks" / "results" / "scaling.json").read_text())
+    (results / "scaling.json").write_text(json.dumps(recorded), encoding="utf-8")
+    readme = _readme(tmp_path)
+
+    done = _cli("--results", str(results), "--readme", str(readme))
+    assert done.returncode == 0, done.stderr
+    assert (results / "scaling.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = readme.read_text(encoding="utf-8")
+    assert "![How cost grows: jobwire against a raw socket](results/scaling.png)" in text
+    for series in recorded["series"]:
+        key, unit = report.SCALING_VALUES[series["scan"]]
+        last = series["points"][-1]
+        assert f"| {series['scan']} | {series['label']} | " in text
+        assert f"{last[key]:,.0f} {unit} |" in text
+    assert _cli("--results", str(results), "--readme", str(readme), "--check").returncode == 0
+
+    (results / "scaling.png").unlink()
+    missing = _cli("--results", str(results), "--readme", str(readme), "--check")
+    assert missing.returncode == 1 and "scaling.png is missing" in missing.stderr
+
+    recorded["series"][0]["points"][-1]["x"] += 1  # a new run: the README must follow
+    (results / "scaling.json").write_text(json.dumps(recorded), encoding="utf-8")
+    assert _cli("--results", str(results), "--readme", str(readme)).returncode == 0
+    stale = _readme(tmp_path, text.split(report.BEGIN + "\n")[1].split(report.END)[0])
+    changed = _cli("--results", str(results), "--readme", str(stale), "--check")
+    assert changed.returncode == 1 and "differs" in changed.stderr
