@@ -26,6 +26,8 @@ Why it is shaped like this:
 
 from __future__ import annotations
 
+import itertools
+import re
 from collections.abc import Callable
 
 from jobwire._buffer import LineTooLong, MissingTerminator
@@ -33,7 +35,7 @@ from jobwire._core import ConnectionState, InOrderClientCore
 from jobwire._numbers import MAX_DIGITS, parse_uint
 from jobwire.errors import LocalProtocolError, RemoteProtocolError
 
-from ._commands import MAX_LINE, Command, Quit, validate_tube
+from ._commands import MAX_LINE, Command, Put, Quit, validate_tube
 from ._events import (
     DELETED,
     NEED_DATA,
@@ -121,6 +123,9 @@ for _code in ErrorCode:
     _LINE_PARSERS[_code.value.encode()] = _no_args(ErrorReply(_code))
 
 _BODY_REPLIES = (b"RESERVED", b"FOUND", b"OK")
+#: A read of nothing but whole INSERTED lines (each id as the one-line parser accepts it).
+_INSERTED_RUN = re.compile(rb"(?:INSERTED [0-9]{1,%d}\r\n)+" % MAX_DIGITS)
+_INSERTED_ID = re.compile(rb"INSERTED ([0-9]+)\r\n")
 _OPEN = ConnectionState.OPEN  # an enum member looked up on its class costs as much as a call
 #: The replies that are one word and nothing else, as their (shared, immutable) events.
 _BARE_REPLIES: dict[bytes, Reply] = {
@@ -159,6 +164,34 @@ class Connection(InOrderClientCore):
         else:
             self._pending.append(command)
         return data
+
+    def receive_inserted(self, data: bytes) -> list[int] | None:
+        """``receive_data(data)`` and the ``next_event()`` calls after it, for the commonest
+        read of pipelined puts in one step: when ``data`` is nothing but whole
+        ``INSERTED <id>`` lines, nothing else is buffered and every command they answer is a
+        put, those puts are answered and the ids returned, in order (``next_event()`` would
+        have returned ``Inserted(id)`` for each, then ``NEED_DATA``). Otherwise nothing
+        happens and it returns None: feed ``data`` to :meth:`receive_data` instead.
+        """
+        if (
+            self._state is not _OPEN
+            or self._buffer
+            or self._body_of is not None
+            or self._eof
+            or _INSERTED_RUN.fullmatch(data) is None
+        ):
+            return None
+        ids = _INSERTED_ID.findall(data)
+        pending = self._pending
+        count = len(ids)
+        if len(pending) < count:
+            return None
+        for command in itertools.islice(pending, count):
+            if type(command) is not Put:
+                return None
+        for _ in range(count):
+            pending.popleft()
+        return [int(job_id) for job_id in ids]
 
     def _closed(self) -> ConnectionClosed:
         self._state = ConnectionState.CLOSED

@@ -45,7 +45,16 @@ from ._commands import (
     StatsJob,
     Touch,
 )
-from ._events import BuriedReply, ConnectionClosed, ErrorCode, ErrorReply, Ok, Reply, Reserved
+from ._events import (
+    BuriedReply,
+    ConnectionClosed,
+    ErrorCode,
+    ErrorReply,
+    Inserted,
+    Ok,
+    Reply,
+    Reserved,
+)
 from ._protocol import DEFAULT_MAX_BODY_SIZE, Connection
 from ._stats import parse_job_stats
 from .errors import ERRORS, Buried
@@ -111,6 +120,18 @@ class Session(FifoSession["Pending[Reply]"]):
             self._out += data
         self._fifo.append(pending)
         return pending
+
+    def receive_data(self, data: bytes) -> None:
+        """Feed bytes from the socket; complete every Pending they answer (as
+        :meth:`FifoSession.receive_data`, with a read of nothing but INSERTED lines answering
+        puts parsed in one step: ``Connection.receive_inserted``)."""
+        if data[:9] == b"INSERTED " and not self._deferred:
+            ids = self.conn.receive_inserted(data)
+            if ids is not None:
+                for job_id in ids:
+                    self.dispatch(Inserted(job_id))
+                return
+        super().receive_data(data)
 
     def dispatch(self, event: Reply) -> None:
         """Complete the oldest Pending with ``event``: its reply, or a typed error; or, for a

@@ -65,6 +65,8 @@ from beanstalk_client._events import (
     Watching,
 )
 from beanstalk_client._protocol import Connection, ConnectionState
+from beanstalk_client._session import Session
+from jobwire._session import FifoSession
 from jobwire.errors import LocalProtocolError, RemoteProtocolError
 from tests.conftest import BEANSTALKD_TRANSCRIPT
 
@@ -950,3 +952,59 @@ def test_singletons_compare_equal_to_fresh_replies() -> None:
     assert Touched() == TOUCHED
     assert Paused() == PAUSED
     assert Deleted() != Released()
+
+
+# -- a read of nothing but INSERTED lines, parsed in one step (Session.receive_data) -----------
+
+_INSERTED_LINES = st.one_of(
+    st.integers(0, 10**20 - 1).map(lambda n: b"INSERTED %d\r\n" % n),
+    st.from_regex(rb"\AINSERTED 0{1,3}[0-9]{1,5}\r\n\Z"),  # leading zeros: accepted as ever
+    st.sampled_from([
+        b"INSERTED \r\n", b"INSERTED 1 \r\n", b"INSERTED -1\r\n", b"INSERTED +1\r\n",
+        b"INSERTED 1\n", b"INSERTED %s\r\n" % (b"9" * 21), b"INSERTED\r\n",
+        b"INSERTED \xd9\xa1\r\n", b"INSERTED 1\r\nINSERTED", b"BURIED 7\r\n",
+        b"JOB_TOO_BIG\r\n", b"DELETED\r\n", b"INSERTED 1\r\r\n",
+    ]),
+)
+
+
+def _outcomes(data: bytes, commands: list[Any], fast: bool) -> tuple[list[Any], str | None]:
+    session = Session()
+    pendings = [session.submit(command) for command in commands]
+    session.data_to_send()
+    if fast:
+        session.receive_data(data)
+    else:
+        FifoSession.receive_data(session, data)
+    return (
+        [(p.done, p.reply, type(p.error).__name__ if p.error else None) for p in pendings],
+        None if session.broken is None else type(session.broken).__name__,
+    )
+
+
+@given(
+    lines=st.lists(_INSERTED_LINES, min_size=1, max_size=12),
+    kinds=st.lists(st.sampled_from(["put", "put", "put", "delete"]), min_size=1, max_size=14),
+)
+def test_an_inserted_run_is_read_as_the_line_parser_reads_it(
+    lines: list[bytes], kinds: list[str]
+) -> None:
+    """The one-step path and the line-by-line one give every caller the same reply or error,
+    and break the connection alike, whatever the read holds (good, odd or hostile lines) and
+    whatever commands await it."""
+    commands = [Put(b"x") if kind == "put" else Delete(1) for kind in kinds]
+    data = b"".join(lines)
+    assert _outcomes(data, commands, fast=True) == _outcomes(data, commands, fast=False)
+
+
+def test_a_read_of_whole_inserted_lines_answering_puts_takes_the_one_step_path() -> None:
+    conn = Connection()
+    for _ in range(3):
+        conn.send(Put(b"x"))
+    assert conn.receive_inserted(b"INSERTED 7\r\nINSERTED 008\r\nINSERTED 9\r\n") == [7, 8, 9]
+    assert conn.next_event() is NEED_DATA
+    conn.send(Put(b"x"))
+    conn.send(Delete(1))  # not a put: the line parser decides
+    assert conn.receive_inserted(b"INSERTED 1\r\nINSERTED 2\r\n") is None
+    conn.receive_data(b"INSERTED 1\r\nDELETED\r\n")
+    assert conn.next_event() == Inserted(1)
