@@ -136,6 +136,31 @@ def terminate(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)
 
 
+# -- the raw sockets the benchmarks compare with ----------------------------------------------
+
+#: Bytes asked of each raw recv (a recv of >= 128 KiB costs an mmap per call).
+READ_SIZE = 65536
+
+
+class RawSocket:
+    """A blocking TCP connection with Nagle off and a receive buffer: what each benchmark's raw
+    client (prebuilt requests, minimal reply parsing) starts from."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection((HOST, port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = bytearray()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def _fill(self) -> None:
+        data = self.sock.recv(READ_SIZE)
+        if not data:
+            raise ConnectionError("the server closed the connection")
+        self.buf += data
+
+
 # -- server processes --------------------------------------------------------------------------
 
 

@@ -46,8 +46,10 @@ import anyio
 import greenstalk
 from _harness import (
     HOST,
+    READ_SIZE,
     Bench,
     Clock,
+    RawSocket,
     Reuse,
     Sample,
     arguments,
@@ -74,7 +76,6 @@ PRI, DELAY, TTR = 65536, 0, 60  #: the same put arguments for every client
 PUT_LINE = b"put %d %d %d %d\r\n%b\r\n" % (PRI, DELAY, TTR, len(BODY), BODY)
 WINDOW = 256  #: commands in flight for the pipelined raw socket (jobwire's default window)
 SLEEP_S = 0.010  #: the slow handler of the worker_sleep scenario
-READ_SIZE = 65536  #: raw socket reads (a recv of >= 128 KiB costs an mmap per call)
 
 
 # -- servers ----------------------------------------------------------------------------------
@@ -124,23 +125,11 @@ def running(kind: str) -> Iterator[Server]:
 # -- the raw socket: the ceiling ----------------------------------------------------------------
 
 
-class Raw:
+class Raw(RawSocket):
     """A plain socket speaking just enough beanstalk to measure: commands are written in
     batches, replies parsed minimally (a line; a RESERVED body skipped by its length)."""
 
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection((HOST, port))
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buf = bytearray()
 
-    def close(self) -> None:
-        self.sock.close()
-
-    def _fill(self) -> None:
-        data = self.sock.recv(READ_SIZE)
-        if not data:
-            raise ConnectionError("server closed the connection")
-        self.buf += data
 
     def line(self) -> bytes:
         while (i := self.buf.find(b"\r\n")) < 0:

@@ -52,6 +52,7 @@ from _harness import (
     Bench,
     Clock,
     Process,
+    RawSocket,
     Sample,
     arguments,
     choose,
@@ -178,17 +179,9 @@ class Gearmand:
 # -- the clients: (gearmand, function, n) -> Sample --------------------------------------------
 
 
-class Raw:
+class Raw(RawSocket):
     """A blocking socket writing prebuilt packets and counting the reply packets of one type
     by their 12-byte headers (an ERROR packet raises): the floor of what any client costs."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection((HOST, port))
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buf = bytearray()
-
-    def close(self) -> None:
-        self.sock.close()
 
     def count(self, kind: int, n: int) -> None:
         """Read until ``n`` packets of type ``kind`` have arrived."""

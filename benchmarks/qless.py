@@ -56,7 +56,6 @@ import json
 import re
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 import threading
@@ -72,6 +71,7 @@ from _harness import (
     HOST,
     Bench,
     Clock,
+    RawSocket,
     Sample,
     arguments,
     choose,
@@ -100,7 +100,6 @@ DATA: dict[str, Any] = {"id": 1, "body": "x" * 40}  #: every job's data (JSON, ~
 DATA_TEXT = json.dumps(DATA, separators=(",", ":"))  #: as jobwire encodes it
 WORKER = "bench-worker"  #: the worker name of every client (jobwire and raw)
 WINDOW = 512  #: put_many's default window; the raw pipeline keeps the same
-READ_SIZE = 65536
 JID_RE = re.compile(rb'"jid":"([^"]+)"')
 
 
@@ -144,23 +143,11 @@ def redis_version() -> str:
 # -- the raw socket: the floor ---------------------------------------------------------------
 
 
-class Raw:
+class Raw(RawSocket):
     """A blocking socket speaking just enough RESP2 to measure: bytes are written as given,
     replies parsed minimally (simple strings, integers, bulk strings; an error raises)."""
 
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection((HOST, port))
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buf = bytearray()
 
-    def close(self) -> None:
-        self.sock.close()
-
-    def _fill(self) -> None:
-        data = self.sock.recv(READ_SIZE)
-        if not data:
-            raise ConnectionError("redis-server closed the connection")
-        self.buf += data
 
     def reply(self) -> bytes | int | None:
         buf = self.buf

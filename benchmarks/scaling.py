@@ -63,6 +63,7 @@ from _harness import (
     HOST,
     RESULTS,
     Process,
+    RawSocket,
     Sample,
     environment,
     find_binary,
@@ -96,7 +97,6 @@ IDLE = [10, 100, 1000, 10_000]
 QUICK_IDLE = [10, 100, 1000]
 TTR, TTL = 60, 3600
 CRLF = b"\r\n"
-READ_SIZE = 65536
 QLESS_QUEUE, QLESS_KLASS, QLESS_WORKER = "bench", "bench.Noop", "bench-worker"
 
 
@@ -179,17 +179,9 @@ def nofile_of(pid: int) -> int | None:
 # -- the raw socket ---------------------------------------------------------------------------
 
 
-class Raw:
+class Raw(RawSocket):
     """A blocking socket: writes scattered buffers with ``sendmsg`` (no joining copy), reads
     lines into a small buffer and bodies with ``recv_into`` a buffer made beforehand."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection((HOST, port))
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buf = bytearray()
-
-    def close(self) -> None:
-        self.sock.close()
 
     def send(self, *parts: bytes) -> None:
         views = [memoryview(p) for p in parts]
@@ -201,11 +193,6 @@ class Raw:
             if views and sent:
                 views[0] = views[0][sent:]
 
-    def _fill(self) -> None:
-        data = self.sock.recv(READ_SIZE)
-        if not data:
-            raise ConnectionError("the server closed the connection")
-        self.buf += data
 
     def line(self) -> bytes:
         while (i := self.buf.find(CRLF)) < 0:
