@@ -620,14 +620,7 @@ class Transport:
             OperationTimeout: the send or the reply took too long; the connection is closed.
             JobwireError: whatever the request ended with.
         """
-        data = self.session.data_to_send()
-        if data:
-            stream = self._usable()
-            try:
-                stream.send(data, self.timeout)
-            except JobwireError as exc:
-                self._broke(exc)
-                raise
+        self.flush()
         if not pending.done:
             self.wait_done(pending, limit)
         return pending.result()
