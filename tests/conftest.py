@@ -8,11 +8,14 @@ binary fails the tests that need it instead of skipping them.
 
 from __future__ import annotations
 
+import importlib.util
 import socket
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -35,6 +38,16 @@ __all__ = [
 pytest_plugins = ["pytester"]
 
 REQUIRE_REAL = require_real()
+
+
+def load_file(name: str, path: Path) -> ModuleType:
+    """Import the Python file at ``path`` (a script, not in a package) as module ``name``."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 #: Byte-exact exchanges recorded from the real servers (tests/transcripts/README.md).
 TRANSCRIPTS = Path(__file__).resolve().parent / "transcripts"
 BEANSTALKD_TRANSCRIPT = TRANSCRIPTS / "beanstalkd-1.12.jsonl"

@@ -5,31 +5,22 @@ run measured; the tests check that the section reports exactly those numbers."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+
+from .conftest import load_file
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 REPORT = ROOT / "benchmarks" / "report.py"
 
 
-def _load(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-report = _load("jobwire_benchmark_report", REPORT)
+report = load_file("jobwire_benchmark_report", REPORT)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import html.parser
-import importlib.util
 import json
 import os
 import shutil
@@ -25,28 +24,20 @@ import urllib.request
 from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 from jobwire.testing import unavailable
 
+from ..conftest import load_file
+
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
 
 
-def _load(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-plots = _load("jobwire_benchmark_plots", ROOT / "benchmarks" / "plots.py")
-hooks = _load("jobwire_docs_hooks", ROOT / "docs" / "hooks.py")
+plots = load_file("jobwire_benchmark_plots", ROOT / "benchmarks" / "plots.py")
+hooks = load_file("jobwire_docs_hooks", ROOT / "docs" / "hooks.py")
 
 
 # -- the site, built and served -----------------------------------------------------------------

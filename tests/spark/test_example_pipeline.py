@@ -3,12 +3,12 @@ job is done, and the metrics count each wait and run the events show."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ..conftest import load_file
 from .conftest import need_spark
 
 need_spark()
@@ -18,10 +18,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "spark_pipeline.py"
 
 
 def test_the_pipeline_example_end_to_end(spark: Any, tmp_path: Path) -> None:
-    spec = importlib.util.spec_from_file_location("spark_pipeline", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
+    example = load_file("spark_pipeline", EXAMPLE)
     result = example.run(spark, rows=400, concurrency=16, out=tmp_path)
     assert (result["written"], result["deleted"], result["left"]) == (400, 400, 0)
     [row] = result["metrics"]
