@@ -126,7 +126,12 @@ class Session(FifoSession["Pending[Reply]"]):
         :meth:`FifoSession.receive_data`, with a read of several INSERTED lines answering
         puts parsed in one step: ``Connection.receive_inserted``; a lone line goes the usual
         way, which costs less for one)."""
-        if data[:9] == b"INSERTED " and data.count(b"\n", 0, 64) > 1 and not self._deferred:
+        if (
+            data[:9] == b"INSERTED "
+            and data.count(b"\n", 0, 64) > 1
+            and not self._deferred
+            and self.broken is None
+        ):
             ids = self.conn.receive_inserted(data)
             if ids is not None:
                 for job_id in ids:

@@ -95,7 +95,12 @@ class FifoSession(Generic[P]):
     def receive_data(self, data: bytes) -> None:
         """Feed bytes from the socket (``b""`` at EOF); complete every Pending they answer.
 
-        A protocol error or the peer closing fails every waiting request (``fail``)."""
+        A protocol error or the peer closing fails every waiting request (``fail``). Once
+        the session has failed, bytes that still arrive are dropped: every request already has
+        its error, and the core may still expect replies its requests will never be matched
+        with (a send failed while the reader held bytes from before)."""
+        if self.broken is not None:
+            return
         conn = self.conn
         conn.receive_data(data)
         while True:

@@ -4,6 +4,7 @@ bookkeeping and BulkError."""
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -708,3 +709,45 @@ def test_bulk_error_names_the_first_real_error_and_what_was_done() -> None:
     BulkError.check([1, None, "x"])  # nothing failed: nothing raised
     with pytest.raises(ValueError):
         BulkError([1, 2])
+
+
+# -- a failed session takes no more bytes ------------------------------------------------------
+
+
+def _sessions() -> list[tuple[str, Any, list[Any], bytes]]:
+    """(name, session, its Pendings, the bytes that would have answered them) per protocol."""
+    from beanstalk_client._commands import Put
+    from beanstalk_client._session import Session as BeanstalkSession
+    from gearman_client import _packets as pk
+    from gearman_client._session import GearmanSession
+    from qless_client._redis import RedisSession
+    from workq_client._commands import Delete
+    from workq_client._session import WorkqSession
+
+    job = "6ba7b810-9dad-41d1-80b4-00c04fd430c8"
+    beanstalk, gearman, workq, redis = (
+        BeanstalkSession(), GearmanSession(), WorkqSession(), RedisSession()
+    )
+    echo = pk.encode_packet(pk.EchoRes(b"x"), pk.RES)
+    return [
+        ("beanstalk", beanstalk, [beanstalk.submit(Put(b"x")) for _ in range(2)],
+         b"INSERTED 1\r\nINSERTED 2\r\n"),
+        ("beanstalk, one line", (s := BeanstalkSession()), [s.submit(Put(b"x"))],
+         b"INSERTED 1\r\n"),
+        ("gearman", gearman, [gearman.request(pk.EchoReq(b"x")) for _ in range(2)], echo * 2),
+        ("workq", workq, [workq.submit(Delete(job)) for _ in range(2)], b"+OK\r\n" * 2),
+        ("redis", redis, [redis.submit(["PING"]) for _ in range(2)], b"+PONG\r\n" * 2),
+    ]
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_bytes_that_arrive_after_the_session_failed_are_dropped(case: int) -> None:
+    """A send fails (the session fails every request) while the reader still holds replies
+    from before: feeding them must not complete anything, nor raise (it raised IndexError
+    from the empty FIFO while beanstalkd was SIGKILLed under a worker)."""
+    name, session, pendings, replies = _sessions()[case]
+    session.data_to_send()
+    session.fail(ConnectionLost("send failed: broken pipe"))
+    session.receive_data(replies)
+    assert all(type(p.error) is ConnectionLost for p in pendings), name
+    assert isinstance(session.broken, ConnectionLost)

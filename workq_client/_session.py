@@ -185,7 +185,7 @@ class WorkqSession(FifoSession[Pending[Reply]]):
 
         Bare ``+OK`` replies (add, complete, fail, delete) take a short path through the core
         (``Connection.receive_oks``); anything else is parsed event by event."""
-        count = self.conn.receive_oks(data)
+        count = self.conn.receive_oks(data) if self.broken is None else 0
         if not count:
             super().receive_data(data)
             return
