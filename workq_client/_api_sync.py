@@ -20,6 +20,7 @@ from jobwire.errors import LocalProtocolError, RemoteProtocolError
 from jobwire.serializers import RAW, Serializer, dump, dump_all, load
 
 from ._commands import (
+    MIN_LEASE_WAIT_MS,
     Command,
     Complete,
     Delete,
@@ -295,12 +296,18 @@ class Commands(Generic[B]):
     def lease(self, names: str | Sequence[str], *, wait: Seconds = 60.0) -> LeasedJob[B]:
         """Send ``lease``: take a job from any of ``names``, waiting up to ``wait`` seconds.
 
+        ``wait=0`` takes a ready job if there is one: it is sent as a 1 ms wait
+        (``MIN_LEASE_WAIT_MS``), since Workq 0.2.0 never leases with a 0 ms wait, even with
+        jobs ready (its timer beats the hand-off, docs/workq.md).
+
         The job must be completed or failed within its ``ttr`` (seconds, on the result), after
         which the server requeues it (or fails it once ``max-attempts`` is reached).
 
         A job that reached this client for a lease whose caller gave up is returned at once,
         without sending anything, when its queue is among ``names`` (its ``ttr`` is then what
-        is left of it). On the anyio client a lease the caller gives up on (cancelled, or out of
+        is left of it); a call made while such a lease is still out waits for that lease's job
+        before it sends its own, so it never leaves a lease of its own behind
+        (``_session.py``). On the anyio client a lease the caller gives up on (cancelled, or out of
         ``timeout``) stays on its connection, which later calls queue behind, since the server
         would lease the next job to it even on a closed connection (``aio.py``); the blocking
         client closes the connection on a timeout, as for any call.
@@ -311,7 +318,7 @@ class Commands(Generic[B]):
                 settle it by ``.job_id`` (``fail``, ``complete``).
         """
         names = (names,) if isinstance(names, str) else tuple(names)
-        command = Lease(names, to_ms("wait", wait))
+        command = Lease(names, max(to_ms("wait", wait), MIN_LEASE_WAIT_MS))
         reply = self._call(command, command.wait_ms / 1000)
         _expect(reply, Leased, "lease")
         assert isinstance(reply, Leased)

@@ -41,6 +41,8 @@ __all__ = [
     "MAX_TTL_MS",
     "MAX_TTR_MS",
     "MAX_WAIT_MS",
+    "MIN_LEASE_WAIT_MS",
+    "REFUSED_TOTALS",
     "Add",
     "Command",
     "Complete",
@@ -76,6 +78,17 @@ MAX_TTR_MS: Final = 86_400_000
 MAX_TTL_MS: Final = 2_592_000_000
 #: Largest wait-timeout of lease, run and result: 24 hours, in ms.
 MAX_WAIT_MS: Final = 86_400_000
+#: The smallest wait-timeout with which Workq 0.2.0 leases a job that is ready: with 0 its
+#: timer beats the hand-off and it answers ``-TIMEOUT`` even with jobs ready (docs/workq.md).
+#: The clients send this for ``lease(wait=0)``.
+MIN_LEASE_WAIT_MS: Final = 1
+#: Encoded sizes (command line, data block and their CRLFs) at which Workq 0.2.0 refuses a
+#: command that carries a data block, even with nothing else in flight: it reads through a
+#: 4096-byte buffer and reads the block's CRLF with one 2-byte read, which returns only the CR
+#: when the buffer ends between them (docs/workq.md). The clients write such a command with
+#: one more space after its verb (the server skips empty tokens); the bundled server refuses
+#: them as Workq does.
+REFUSED_TOTALS: Final = frozenset({4097, 8193})
 #: Largest max-attempts (0 means unlimited).
 MAX_ATTEMPTS: Final = 255
 #: Largest max-fails (0 means unlimited).
@@ -286,6 +299,14 @@ def _flags(priority: int, max_attempts: int | None = None, max_fails: int | None
     return out
 
 
+def _fit(wire: bytes, verb: bytes) -> bytes:
+    """``wire`` (a command with a data block, starting ``verb`` and a space), with one more
+    space after ``verb`` when its size is one Workq 0.2.0 refuses (:data:`REFUSED_TOTALS`)."""
+    if len(wire) in REFUSED_TOTALS:
+        return verb + b" " + wire[len(verb):]
+    return wire
+
+
 # -- commands ----------------------------------------------------------------------------------
 
 
@@ -380,8 +401,9 @@ def _encode_add(
 ) -> bytes:
     flags = _flags(priority, max_attempts, max_fails) if priority or max_attempts or max_fails \
         else b""
-    return b"add %s %s %d %d %d%s\r\n%b\r\n" % (
+    wire = b"add %s %s %d %d %d%s\r\n%b\r\n" % (
         job_id.encode(), name.encode(), ttr_ms, ttl_ms, len(payload), flags, payload)
+    return _fit(wire, b"add")
 
 
 class EncodedAdd(Command):
@@ -452,8 +474,9 @@ class EncodedAdd(Command):
                 payload = _data("payload", payload, "Invalid payload size")
             command = new(cls)
             _set(command, "job_id", job_id)
-            _set(command, "_wire", b"add %s%s%d%s\r\n%b\r\n" % (
-                job_id.encode(), middle, len(payload), flags, payload))
+            wire = b"add %s%s%d%s\r\n%b\r\n" % (
+                job_id.encode(), middle, len(payload), flags, payload)
+            _set(command, "_wire", _fit(wire, b"add"))
             out.append(command)
         return out
 
@@ -490,11 +513,11 @@ class Schedule(Command):
         _int("max_fails", self.max_fails, 0, MAX_FAILS, "Invalid max fails")
 
     def encode(self) -> bytes:
-        return b"schedule %s %s %d %d %s %d%s\r\n%b\r\n" % (
+        return _fit(b"schedule %s %s %d %d %s %d%s\r\n%b\r\n" % (
             self.job_id.encode(), self.name.encode(), self.ttr_ms, self.ttl_ms,
             format_time(self.time).encode(), len(self.payload),
             _flags(self.priority, self.max_attempts, self.max_fails), self.payload,
-        )
+        ), b"schedule")
 
 
 @dataclass(frozen=True, slots=True)
@@ -525,10 +548,10 @@ class Run(Command):
         _int("priority", self.priority, I32_MIN, I32_MAX, "Invalid Priority")
 
     def encode(self) -> bytes:
-        return b"run %s %s %d %d %d%s\r\n%b\r\n" % (
+        return _fit(b"run %s %s %d %d %d%s\r\n%b\r\n" % (
             self.job_id.encode(), self.name.encode(), self.ttr_ms, self.wait_ms,
             len(self.payload), _flags(self.priority), self.payload,
-        )
+        ), b"run")
 
 
 @dataclass(frozen=True, slots=True)
@@ -585,7 +608,8 @@ class Complete(Command):
         _set(self, "result", _data("result", self.result, "Invalid result size"))
 
     def encode(self) -> bytes:
-        return b"complete %s %d\r\n%b\r\n" % (self.job_id.encode(), len(self.result), self.result)
+        return _fit(b"complete %s %d\r\n%b\r\n" % (
+            self.job_id.encode(), len(self.result), self.result), b"complete")
 
 
 @dataclass(frozen=True, slots=True)
@@ -602,7 +626,8 @@ class Fail(Command):
         _set(self, "result", _data("result", self.result, "Invalid result size"))
 
     def encode(self) -> bytes:
-        return b"fail %s %d\r\n%b\r\n" % (self.job_id.encode(), len(self.result), self.result)
+        return _fit(b"fail %s %d\r\n%b\r\n" % (
+            self.job_id.encode(), len(self.result), self.result), b"fail")
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,11 @@ Bytes in, commands out; replies in, bytes out. It frames input as the Workq 0.2.
   leaves the payload to be read as a command;
 * after the payload, the next two bytes must be CRLF (``Invalid payload size`` /
   ``Invalid result size`` otherwise; those two bytes are consumed, as Workq does);
+* a payload command whose encoded total (line, CRLF, payload, CRLF) is one of
+  :data:`~workq_client._commands.REFUSED_TOTALS` (4097 or 8193 bytes) is refused as Workq 0.2.0
+  refuses it even with nothing else in flight: its payload and CR are read, the error sent
+  (``Invalid payload size``; ``Invalid result size`` for ``fail``), and the LF left over ends
+  the connection as a bare LF does (docs/workq.md);
 * argument values are checked with the command classes' own validators, so the error texts
   (``Invalid ID``, ``Invalid Priority``...) and ranges agree with the client by construction.
 
@@ -33,6 +38,7 @@ from jobwire._buffer import LineTooLong, ReceiveBuffer
 
 from ._commands import (
     MAX_PAYLOAD,
+    REFUSED_TOTALS,
     Add,
     Command,
     Complete,
@@ -115,8 +121,9 @@ class ServerConnection:
         self._eof = False
         self._closed = False
         self._discard = 0  # bytes of a rejected payload still to drop
-        # A payload command whose data block is awaited: (word, args, flags, size).
-        self._payload_cmd: tuple[bytes, list[bytes], dict[bytes, bytes], int] | None = None
+        # A payload command whose data block is awaited: (word, args, flags, size, and whether
+        # its encoded total is one Workq refuses).
+        self._payload_cmd: tuple[bytes, list[bytes], dict[bytes, bytes], int, bool] | None = None
 
     def receive_data(self, data: bytes) -> None:
         """Feed bytes read from the client; ``b""`` means the client closed (or half-closed)."""
@@ -199,7 +206,7 @@ class ServerConnection:
             flags[key[1:]] = value
         arity = _PAYLOAD_ARITY.get(word)
         if arity is not None:
-            return self._start_payload(word, args, flags, arity, bad_flags)
+            return self._start_payload(word, args, flags, arity, bad_flags, len(line) + 2)
         if bad_flags:
             raise _Bad("Invalid command flags")
         parse = _SIMPLE.get(word)
@@ -209,7 +216,7 @@ class ServerConnection:
 
     def _start_payload(
         self, word: bytes, args: list[bytes], flags: dict[bytes, bytes], arity: int,
-        bad_flags: bool,
+        bad_flags: bool, line_size: int,
     ) -> Command | BadRequest | ConnectionClosed | NeedData:
         if len(args) != arity:
             # Never desync: drop the data block when its size can be guessed.
@@ -230,12 +237,18 @@ class ServerConnection:
         if bad_flags or len(flags) > _MAX_FLAGS.get(word, 3):
             self._discard = size + 2
             raise _Bad("Invalid command flags")
-        self._payload_cmd = (word, args, flags, size)
+        self._payload_cmd = (word, args, flags, size, line_size + size + 2 in REFUSED_TOTALS)
         return self._read_payload()
 
     def _read_payload(self) -> Command | BadRequest | ConnectionClosed | NeedData:
         assert self._payload_cmd is not None
-        word, args, flags, size = self._payload_cmd
+        word, args, flags, size, refused = self._payload_cmd
+        if refused:  # Workq reads the payload and the CR only; the LF then closes (above)
+            if len(self._buffer) < size + 2:
+                return self._need()
+            self._buffer.extract_exactly(size + 1)
+            self._payload_cmd = None
+            return BadRequest("Invalid result size" if word == b"fail" else "Invalid payload size")
         chunk = self._buffer.extract_exactly(size + 2)
         if chunk is None:
             return self._need()

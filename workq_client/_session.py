@@ -12,23 +12,35 @@ back either (no release; ``fail`` is final, ``delete`` destroys it). The real se
 next job of one of the lease's names to it even when the connection is gone (docs/workq.md). So a
 lease whose caller gave up (cancelled, or out of time) is not dropped with its connection: the
 connection stays and its reply is still read, and a job in it goes to the :class:`LeaseDesk`
-of the client, which gives it to the next ``lease`` call naming its queue -- a call already
-waiting, or the next one made (answered at once, nothing sent).
+of the client, which gives it to the next ``lease`` call naming its queue.
+
+**No lease of a call that has its job.** A ``lease`` call made while an abandoned lease is out on
+the connection sends nothing at first: it takes that lease over. The server answers one
+connection's commands in order, so a lease sent behind the abandoned one could not start before
+it ended anyway; and a call that got the abandoned lease's job while its own lease was out would
+leave that lease on the server, hidden: taking the next job for nobody (to a dead connection once
+the client closed) and holding every later call back. So the call gets the abandoned lease's job
+if it is of one of its names; once no abandoned lease is left, a call still without a job sends
+its own lease for what is left of its wait (at least :data:`MIN_LEASE_WAIT_MS`). A job is only
+ever handed to a call that has no lease of its own out; a call whose own lease ends in
+``-TIMEOUT`` takes a job held for its names instead, if there is one.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections import deque
 
 from jobwire._pending import Pending
 from jobwire._session import FifoSession
+from jobwire.errors import JobwireError
 
-from ._commands import Command, Lease, Run
+from ._commands import MIN_LEASE_WAIT_MS, Command, Lease, Run
 from ._events import OK, ConnectionClosed, ErrorReply, Leased, Reply
 from ._protocol import MAX_FIELDS, MAX_RECORD_SIZE, Connection
-from .errors import error_for
+from .errors import TimedOut, error_for
 
 __all__ = ["LeaseDesk", "WorkqSession"]
 
@@ -67,7 +79,8 @@ class LeaseDesk:
         return None
 
     def wait(self, names: frozenset[str], claim: Pending[Reply]) -> None:
-        """Register a lease call waiting on ``claim`` for a job of one of ``names``."""
+        """Register a lease call waiting on ``claim`` for a job of one of ``names`` (a call with
+        no lease of its own out: the session's deferred calls)."""
         self._waiting.append((names, claim))
 
     def done_waiting(self, claim: Pending[Reply]) -> None:
@@ -93,7 +106,7 @@ class WorkqSession(FifoSession[Pending[Reply]]):
             (:class:`~workq_client._protocol.Connection`).
     """
 
-    __slots__ = ("busy_until", "conn", "desk", "leases_out")
+    __slots__ = ("_deferred", "_wire_claims", "busy_until", "conn", "desk", "leases_out")
     closed_event = ConnectionClosed
 
     def __init__(
@@ -105,6 +118,12 @@ class WorkqSession(FifoSession[Pending[Reply]]):
         self.desk = desk if desk is not None else LeaseDesk()
         #: ``lease`` commands sent whose reply has not come (their jobs are still to be read).
         self.leases_out = 0
+        # The claims of those leases, in the order sent (a claim abandoned by its caller marks
+        # an abandoned lease).
+        self._wire_claims: deque[Pending[Reply]] = deque()
+        # Lease calls waiting for the abandoned leases to end: (command, monotonic deadline of
+        # their own wait, claim), oldest first.
+        self._deferred: list[tuple[Lease, float, Pending[Reply]]] = []
         #: Monotonic time by which the blocking commands sent will have ended (0.0: none left).
         self.busy_until = 0.0
 
@@ -148,37 +167,84 @@ class WorkqSession(FifoSession[Pending[Reply]]):
         start = self.busy_until if self.in_flight and self.busy_until > now else now
         self.busy_until = start + hold_ms / 1000
 
+    @property
+    def abandoned_leases(self) -> int:
+        """Leases sent whose callers gave up and whose replies have not come."""
+        return sum(1 for claim in self._wire_claims if claim.abandoned)
+
     def _submit_lease(self, command: Lease) -> Pending[Reply]:
         names = frozenset(command.names)
-        held = self.desk.take(names, time.monotonic())
+        now = time.monotonic()
+        held = self.desk.take(names, now)
+        claim: Pending[Reply] = Pending(command.verb)
         if held is not None:
-            claim: Pending[Reply] = Pending(command.verb)
             claim.resolve(held)
-            return claim
+        elif any(wired.abandoned for wired in self._wire_claims):
+            # Take the abandoned leases over (module docstring): nothing sent yet.
+            self._deferred.append((command, now + command.wait_ms / 1000, claim))
+            self.desk.wait(names, claim)
+        else:
+            self._send_lease(command, claim)
+        return claim
+
+    def _send_lease(self, command: Lease, claim: Pending[Reply]) -> None:
         self.queue(self.conn.send(command))
         if command.wait_ms:
             self._hold(command.wait_ms)
         pending: Pending[Reply] = Pending(command.verb)
         self._fifo.append(pending)
-        claim = Pending(command.verb)
-        self.desk.wait(names, claim)
+        self._wire_claims.append(claim)
         self.leases_out += 1
-        pending.then = lambda answered: self._lease_answered(answered, claim)
-        return claim
+        names = frozenset(command.names)
+        pending.then = lambda answered: self._lease_answered(answered, claim, names)
 
-    def _lease_answered(self, answered: Pending[Reply], claim: Pending[Reply]) -> None:
+    def _lease_answered(
+        self, answered: Pending[Reply], claim: Pending[Reply], names: frozenset[str]
+    ) -> None:
         self.leases_out -= 1
-        self.desk.done_waiting(claim)
-        open_claim = not claim.done and not claim.abandoned
-        if answered.error is not None:
-            if open_claim:
-                claim.reject(answered.error)
-            return
+        self._wire_claims.remove(claim)
         reply = answered.reply
-        if open_claim:
+        if claim.done or claim.abandoned:
+            if isinstance(reply, Leased):
+                self.desk.offer(reply, time.monotonic())
+        elif answered.error is None:
             claim.resolve(reply)  # type: ignore[arg-type]
-        elif isinstance(reply, Leased):
-            self.desk.offer(reply, time.monotonic())
+        else:
+            held = (self.desk.take(names, time.monotonic())
+                    if isinstance(answered.error, TimedOut) else None)
+            if held is not None:
+                claim.resolve(held)
+            else:
+                claim.reject(answered.error)
+        if self._deferred and self.broken is None:
+            self._send_deferred()
+
+    def _send_deferred(self) -> None:
+        """Once no abandoned lease is left, send the lease of each deferred call still without
+        a job, for what is left of its wait (the reader flushes it)."""
+        if any(wired.abandoned for wired in self._wire_claims):
+            return
+        deferred, self._deferred = self._deferred, []
+        now = time.monotonic()
+        for command, deadline, claim in deferred:
+            self.desk.done_waiting(claim)
+            if claim.done or claim.abandoned:
+                continue
+            held = self.desk.take(frozenset(command.names), now)
+            if held is not None:
+                claim.resolve(held)
+                continue
+            left_ms = max(math.ceil((deadline - now) * 1000), MIN_LEASE_WAIT_MS)
+            self._send_lease(Lease(command.names, min(left_ms, command.wait_ms)), claim)
+
+    def fail(self, error: JobwireError) -> None:
+        """As :meth:`FifoSession.fail`, and the deferred lease calls get ``error`` too."""
+        super().fail(error)
+        deferred, self._deferred = self._deferred, []
+        for _, _, claim in deferred:
+            self.desk.done_waiting(claim)
+            if not claim.done:
+                claim.reject(type(error)(str(error)))
 
     def receive_data(self, data: bytes) -> None:
         """Feed bytes from the socket (``b""`` at EOF); complete every Pending they answer.

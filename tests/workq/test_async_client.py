@@ -172,6 +172,68 @@ async def test_a_job_taken_by_an_abandoned_lease_goes_to_the_next_lease_call() -
         assert peer.jobs[job_id].attempts == 1 and peer.jobs[job_id].state == "completed"
 
 
+async def test_a_lease_answered_from_an_abandoned_lease_leaves_no_lease_of_its_own() -> None:
+    """A lease call made while an abandoned lease is out takes that lease over instead of
+    sending its own: once it has the abandoned lease's job, nothing of it waits on the server,
+    so the next job stays ready (it used to go to the call's own lease, still out: to the dead
+    connection once the client closed; and a ``complete`` queued behind that lease waited for
+    it)."""
+    with realish_workq() as peer:
+        async with AsyncClient("127.0.0.1", peer.port, timeout=5) as client, \
+                AsyncClient("127.0.0.1", peer.port, timeout=5) as producer:
+            with anyio.move_on_after(0.3):
+                await client.lease("x", wait=30)
+            with anyio.fail_after(2):
+                while not peer.waiting_leases():
+                    await anyio.sleep(0.01)
+            got: list[str] = []
+            async with anyio.create_task_group() as tg:
+                async def take() -> None:
+                    got.append((await client.lease("x", wait=30)).job_id)
+
+                tg.start_soon(take)
+                await anyio.wait_all_tasks_blocked()
+                first = await producer.add("x", b"A")
+            assert got == [first]
+            assert client._session.leases_out == 0
+            second = await producer.add("x", b"B")
+            await client.complete(first, b"done")
+        async with AsyncClient("127.0.0.1", peer.port, timeout=5) as other:
+            job = await other.lease("x", wait=2)
+        assert job.job_id == second
+        assert peer.jobs[second].attempts == 1  # never leased to the closed client
+        assert peer.jobs[first].state == "completed"
+
+
+async def test_a_lease_of_other_names_is_sent_once_the_abandoned_one_ends() -> None:
+    """A lease call that the abandoned lease's job does not fit sends its own lease when that
+    lease has ended; the job is kept for the next call naming its queue."""
+    with realish_workq() as peer:
+        async with AsyncClient("127.0.0.1", peer.port, timeout=5) as client, \
+                AsyncClient("127.0.0.1", peer.port, timeout=5) as producer:
+            with anyio.move_on_after(0.3):
+                await client.lease(["x", "y"], wait=30)
+            with anyio.fail_after(2):
+                while not peer.waiting_leases():
+                    await anyio.sleep(0.01)
+            got: list[str] = []
+            async with anyio.create_task_group() as tg:
+                async def take() -> None:
+                    got.append((await client.lease("z", wait=30)).job_id)
+
+                tg.start_soon(take)
+                await anyio.wait_all_tasks_blocked()
+                for_y = await producer.add("y", b"")  # to the abandoned lease
+                with anyio.fail_after(5):
+                    while not peer.waiting_leases():  # the call's own lease, now sent
+                        await anyio.sleep(0.01)
+                for_z = await producer.add("z", b"")
+            assert got == [for_z]
+            assert (await client.lease("y", wait=0)).job_id == for_y  # kept: nothing sent
+            assert client._session.leases_out == 0
+        assert peer.jobs[for_y].attempts == peer.jobs[for_z].attempts == 1
+
+
 async def test_calls_behind_an_abandoned_lease_wait_for_it_without_timing_out() -> None:
     with realish_workq() as peer:
         async with AsyncClient("127.0.0.1", peer.port, timeout=0.5) as client:

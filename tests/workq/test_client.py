@@ -55,6 +55,57 @@ def test_add_lease_complete_result(client: Client, qname: str) -> None:
         client.fail(job_id, b"again")
 
 
+def _payload_for(total: int, line: bytes) -> int:
+    """The payload size ``n`` for which the command line ``line % n`` (with its CRLF), the
+    payload and its CRLF make ``total`` bytes."""
+    return next(n for n in range(total) if len(line % n) + n + 2 == total)
+
+
+@pytest.mark.parametrize("total", [4096, 4097, 4098, 8193])
+def test_payload_commands_of_any_size_are_accepted(client: Client, qname: str, total: int) -> None:
+    """Workq 0.2.0 refuses a command with a data block whose encoded total is exactly 4097 or
+    8193 bytes, even alone on its connection (docs/workq.md); the bundled server refuses them as
+    it does. Each command whose natural encoding is that long is sent one byte longer (a second
+    space after its verb) and is accepted: add, schedule, run, complete, fail."""
+    ids = [str(uuid.uuid4()) for _ in range(4)]
+    add_id, fail_id, schedule_id, run_id = ids
+    name = qname.encode()
+    n = _payload_for(total, b"add %s %s 60000 3600000 %%d\r\n" % (add_id.encode(), name))
+    client.add(qname, b"a" * n, ttr=60, ttl=3600, job_id=add_id)
+    assert client.inspect_job(add_id).payload == b"a" * n
+    client.add(qname, b"", ttr=60, ttl=3600, job_id=fail_id)
+    when = datetime(2099, 1, 1, tzinfo=timezone.utc)
+    n = _payload_for(total, b"schedule %s %s-s 60000 3600000 2099-01-01T00:00:00Z %%d\r\n" % (
+        schedule_id.encode(), name))
+    client.schedule(qname + "-s", b"s" * n, when, ttr=60, ttl=3600, job_id=schedule_id)
+    assert client.inspect_job(schedule_id).payload == b"s" * n
+    n = _payload_for(total, b"run %s %s-r 60000 1 %%d\r\n" % (run_id.encode(), name))
+    with pytest.raises(TimedOut):  # accepted, and no worker took it within 1 ms
+        client.run(qname + "-r", b"r" * n, ttr=60, wait=0.001, job_id=run_id)
+    assert client.lease(qname, wait=1).job_id == add_id
+    n = _payload_for(total, b"complete %s %%d\r\n" % add_id.encode())
+    client.complete(add_id, b"c" * n)
+    assert client.result(add_id).data == b"c" * n
+    assert client.lease(qname, wait=1).job_id == fail_id
+    n = _payload_for(total, b"fail %s %%d\r\n" % fail_id.encode())
+    client.fail(fail_id, b"f" * n)
+    assert client.result(fail_id).data == b"f" * n
+    assert client.connections == 1  # no error closed the connection
+
+
+def test_sizes_workq_refuses_reach_a_peer_that_reads_as_workq_does() -> None:
+    """The same against ``helpers.realish_workq`` (Workq 0.2.0's reader modelled from its Go
+    source, independently of the bundled server): the 4097-byte add and the 4097-byte complete
+    of a 4043-byte result get through."""
+    with realish_workq() as peer, Client("127.0.0.1", peer.port, timeout=5) as client:
+        job_id = str(uuid.uuid4())
+        n = _payload_for(4097, b"add %s x 60000 3600000 %%d\r\n" % job_id.encode())
+        client.add("x", b"a" * n, ttr=60, ttl=3600, job_id=job_id)
+        assert client.lease("x", wait=1).payload == b"a" * n
+        client.complete(job_id, b"r" * 4043)
+        assert peer.jobs[job_id].state == "completed" and peer.errors == []
+
+
 def test_given_ids_and_fail(client: Client, qname: str) -> None:
     job_id = str(uuid.uuid4())
     assert client.add(qname, b"", job_id=job_id.upper()) == job_id
@@ -162,6 +213,15 @@ def test_inspect_queues_pages_alphabetically(fresh_workq_server: WorkqServer) ->
         assert [q.name for q in client.inspect_queues()] == ["a", "b", "c"]
         assert [q.name for q in client.inspect_queues(1, 1)] == ["b"]
         assert client.inspect_server().active_clients == 1
+
+
+def test_lease_wait_0_takes_a_ready_job(client: Client, qname: str) -> None:
+    """Workq 0.2.0 never leases with a 0 ms wait, even with jobs ready (the bundled server
+    answers such a lease as it does: ``-TIMEOUT``); ``lease(wait=0)`` sends 1 ms, which does."""
+    ids = [client.add(qname, b"") for _ in range(5)]
+    assert [client.lease(qname, wait=0).job_id for _ in ids] == ids
+    with pytest.raises(TimedOut):
+        client.lease(qname, wait=0)
 
 
 def test_scheduled_job_becomes_ready(client: Client, qname: str) -> None:

@@ -57,6 +57,15 @@ class World:
     def run(self, conn: ConnState, command: object) -> object:
         return self.state.execute(conn, command, self.now)  # type: ignore[arg-type]
 
+    def take(self, conn: ConnState, names: tuple[str, ...]) -> object:
+        """``lease`` with the smallest wait that leases (1 ms; 0 never does): a ready job, or
+        ``-TIMEOUT`` at once when none is ready (the wait is ended without moving the clock)."""
+        reply = self.run(conn, Lease(names, 1))
+        if reply is None:
+            self.state.half_close(conn, self.now)
+            reply, conn.reply = conn.reply, None
+        return reply
+
     def tick(self, seconds: float) -> None:
         self.now += seconds
         self.state.advance(self.now)
@@ -65,6 +74,19 @@ class World:
         reply = self.run(conn, InspectJob(job_id))
         assert isinstance(reply, InspectReply)
         return job_info(reply.records[0])
+
+
+def test_a_lease_waiting_0_ms_never_leases_as_on_workq_and_1_ms_does() -> None:
+    """Workq 0.2.0 measured: 0 of 20 leases with a 0 ms wait took one of 100 ready jobs (its
+    timer beats the hand-off); with 1 ms, 20 of 20 did."""
+    w = World()
+    c = w.conn()
+    ids = [new_id() for _ in range(20)]
+    for job_id in ids:
+        w.run(c, Add("q", b"", 1000, 60000, job_id=job_id))
+    assert [w.run(c, Lease(("q",), 0)) for _ in range(20)] == [TIMEOUT] * 20
+    assert queue_info(w.run(c, InspectQueue("q")).records[0]).ready_len == 20  # type: ignore[attr-defined]
+    assert [w.run(c, Lease(("q",), 1)).job_id for _ in range(20)] == ids  # type: ignore[attr-defined]
 
 
 def test_priority_then_age_ordering_and_inspect_jobs_order() -> None:
@@ -78,9 +100,9 @@ def test_priority_then_age_ordering_and_inspect_jobs_order() -> None:
     assert [r.key for r in listed.records] == [ids[1], ids[3], ids[0], ids[2]]
     page = w.run(c, InspectJobs("q", 1, 2))
     assert isinstance(page, InspectReply) and [r.key for r in page.records] == [ids[3], ids[0]]
-    leased = [w.run(c, Lease(("q",), 0)) for _ in range(4)]
+    leased = [w.take(c, ("q",)) for _ in range(4)]
     assert [x.job_id for x in leased] == [ids[1], ids[3], ids[0], ids[2]]  # type: ignore[attr-defined]
-    assert w.run(c, Lease(("q",), 0)) == TIMEOUT
+    assert w.take(c, ("q",)) == TIMEOUT
     assert queue_info(w.run(c, InspectQueue("q")).records[0]).ready_len == 0  # type: ignore[attr-defined]
 
 
@@ -89,19 +111,19 @@ def test_ttr_expiry_requeues_until_max_attempts() -> None:
     c = w.conn()
     job_id = new_id()
     w.run(c, Add("q", b"p", 1000, 60000, max_attempts=2, job_id=job_id))
-    assert isinstance(w.run(c, Lease(("q",), 0)), Leased)
+    assert isinstance(w.take(c, ("q",)), Leased)
     assert w.info(c, job_id).state is JobState.LEASED
     w.tick(0.999)
-    assert w.run(c, Lease(("q",), 0)) == TIMEOUT
+    assert w.take(c, ("q",)) == TIMEOUT
     w.tick(0.002)
     info = w.info(c, job_id)
     assert info.state is JobState.PENDING and info.attempts == 1
-    assert isinstance(w.run(c, Lease(("q",), 0)), Leased)
+    assert isinstance(w.take(c, ("q",)), Leased)
     w.tick(1.01)
     info = w.info(c, job_id)
     assert info.state is JobState.FAILED and info.attempts == 2
     assert w.run(c, Result(job_id)) == JobResult(job_id, False, b"")
-    assert w.run(c, Lease(("q",), 0)) == TIMEOUT
+    assert w.take(c, ("q",)) == TIMEOUT
 
 
 def test_max_fails_is_enforced_and_zero_means_first_fail_is_final() -> None:
@@ -109,18 +131,18 @@ def test_max_fails_is_enforced_and_zero_means_first_fail_is_final() -> None:
     c = w.conn()
     retry, final = new_id(), new_id()
     w.run(c, Add("q", b"", 5000, 60000, max_fails=2, job_id=retry))
-    w.run(c, Lease(("q",), 0))
+    w.take(c, ("q",))
     assert w.run(c, Fail(retry, b"e1")) == OK
     info = w.info(c, retry)
     assert info.state is JobState.PENDING and info.fails == 1
     assert w.run(c, Result(retry)) == TIMEOUT
-    w.run(c, Lease(("q",), 0))
+    w.take(c, ("q",))
     assert w.run(c, Fail(retry, b"e2")) == OK
     assert w.info(c, retry).state is JobState.FAILED
     assert w.run(c, Result(retry)) == JobResult(retry, False, b"e2")
     assert w.run(c, Fail(retry, b"e3")) == ErrorReply(ErrorKind.CLIENT_ERROR, "Duplicate result")
     w.run(c, Add("q", b"", 5000, 60000, job_id=final))
-    w.run(c, Lease(("q",), 0))
+    w.take(c, ("q",))
     w.run(c, Fail(final, b"boom"))
     assert w.run(c, Result(final)) == JobResult(final, False, b"boom")
     # As on Workq 0.2.0: without max-fails a fail is not counted, and it is final.
@@ -135,7 +157,7 @@ def test_ttl_evicts_jobs_and_results_and_counts_incomplete_ones() -> None:
     done, pending = new_id(), new_id()
     w.run(c, Add("q", b"", 1000, 2000, job_id=done))
     w.run(c, Add("q", b"", 1000, 3000, job_id=pending))
-    w.run(c, Lease(("q",), 0))
+    w.take(c, ("q",))
     w.run(c, Complete(done, b"ok"))
     w.tick(2.5)
     assert w.run(c, Result(done)) == NOT_FOUND
@@ -181,7 +203,7 @@ def test_scheduled_jobs_become_ready_at_their_time_and_ttl_counts_from_it() -> N
     past = new_id()
     w.run(c, Schedule("s", b"", 1000, 5000, datetime.fromtimestamp(w.now - 1, timezone.utc),
                       job_id=past))
-    assert w.run(c, Lease(("s",), 0)).job_id == past  # type: ignore[attr-defined]
+    assert w.take(c, ("s",)).job_id == past  # type: ignore[attr-defined]
 
 
 def test_blocking_lease_on_several_names_is_served_by_a_later_add() -> None:
@@ -205,7 +227,7 @@ def test_lease_over_several_names_picks_among_them() -> None:
     for _ in range(20):
         w.run(c, Add("a", b"", 1000, 60000))
         w.run(c, Add("b", b"", 1000, 60000))
-    names = {w.run(c, Lease(("a", "b"), 0)).name for _ in range(20)}  # type: ignore[attr-defined]
+    names = {w.take(c, ("a", "b")).name for _ in range(20)}  # type: ignore[attr-defined]
     assert names == {"a", "b"}
 
 
@@ -215,7 +237,7 @@ def test_run_is_answered_by_complete_and_by_timeouts() -> None:
     # Completed in time: the run gets the result, and its job goes with it.
     job_id = new_id()
     assert w.run(client, Run("r", b"in", 2000, 5000, job_id=job_id)) is None
-    leased = w.run(worker, Lease(("r",), 0))
+    leased = w.take(worker, ("r",))
     assert leased == Leased(job_id, "r", 2000, b"in")
     w.tick(1)
     assert w.run(worker, Complete(job_id, b"out")) == OK
@@ -228,7 +250,7 @@ def test_run_is_answered_by_complete_and_by_timeouts() -> None:
     w.tick(0.6)
     assert client.take_reply() == TIMEOUT
     assert w.run(worker, InspectJob(job3)) == NOT_FOUND
-    assert w.run(worker, Lease(("r",), 0)) == TIMEOUT
+    assert w.take(worker, ("r",)) == TIMEOUT
     # wait-timeout 0 with nobody waiting: at once.
     assert w.run(client, Run("r", b"", 2000, 0)) == TIMEOUT
     assert queue_info(w.run(client, InspectQueue("r")).records[0]).ready_len == 0  # type: ignore[attr-defined]
@@ -243,12 +265,12 @@ def test_run_outlives_a_ttr_overrun_and_takes_the_late_result() -> None:
     assert w.run(client, Run("r", b"in", 1000, 5000, job_id=job_id)) is None
     info = w.info(other, job_id)
     assert (info.ttl, info.max_attempts) == (0, 0)  # what the real server shows for a run
-    assert isinstance(w.run(slow, Lease(("r",), 0)), Leased)
+    assert isinstance(w.take(slow, ("r",)), Leased)
     w.tick(1.5)
     assert client.reply is None
     info = w.info(other, job_id)
     assert info.state is JobState.PENDING and info.attempts == 1
-    assert w.run(other, Lease(("r",), 0)) == Leased(job_id, "r", 1000, b"in")
+    assert w.take(other, ("r",)) == Leased(job_id, "r", 1000, b"in")
     assert w.info(other, job_id).attempts == 2
     assert w.run(slow, Complete(job_id, b"late")) == OK
     assert client.take_reply() == JobResult(job_id, True, b"late")
@@ -261,7 +283,7 @@ def test_run_times_out_at_its_wait_or_at_the_ttr_of_the_lease_running_then() -> 
     # Leased, overrun, requeued, never taken again: -TIMEOUT when the wait ends, not at the TTR.
     job_id = new_id()
     w.run(client, Run("r", b"", 1000, 3000, job_id=job_id))
-    w.run(worker, Lease(("r",), 0))
+    w.take(worker, ("r",))
     w.tick(2.9)
     assert client.reply is None and w.info(worker, job_id).state is JobState.PENDING
     w.tick(0.2)
@@ -271,19 +293,19 @@ def test_run_times_out_at_its_wait_or_at_the_ttr_of_the_lease_running_then() -> 
     job2 = new_id()
     w.run(client, Run("r", b"", 1000, 2000, job_id=job2))
     w.tick(1.5)
-    w.run(worker, Lease(("r",), 0))  # its TTR ends at 2.5 s
+    w.take(worker, ("r",))  # its TTR ends at 2.5 s
     w.tick(0.9)
     assert client.reply is None
     w.tick(0.2)
     assert client.take_reply() == TIMEOUT
     assert w.run(worker, InspectJob(job2)) == NOT_FOUND
-    assert w.run(worker, Lease(("r",), 0)) == TIMEOUT  # not requeued
+    assert w.take(worker, ("r",)) == TIMEOUT  # not requeued
     assert w.run(worker, Complete(job2, b"")) == NOT_FOUND
     # ... and a result within that TTR still answers it.
     job3 = new_id()
     w.run(client, Run("r", b"", 1000, 500, job_id=job3))
     w.tick(0.4)
-    w.run(worker, Lease(("r",), 0))
+    w.take(worker, ("r",))
     w.tick(0.9)
     assert client.reply is None
     w.run(worker, Fail(job3, b"no"))
@@ -332,7 +354,7 @@ def test_deleting_a_job_a_run_waits_on_times_the_run_out_when_its_wait_ends() ->
     job_id = new_id()
     w.run(client, Run("r", b"", 1000, 5000, job_id=job_id))
     assert w.run(admin, Delete(job_id)) == OK
-    assert w.run(worker, Lease(("r",), 0)) == TIMEOUT
+    assert w.take(worker, ("r",)) == TIMEOUT
     assert w.run(worker, Complete(job_id, b"")) == NOT_FOUND
     w.tick(4.9)
     assert client.reply is None
@@ -342,7 +364,7 @@ def test_deleting_a_job_a_run_waits_on_times_the_run_out_when_its_wait_ends() ->
     job2 = new_id()
     w.run(client, Run("r", b"", 1000, 500, job_id=job2))
     w.tick(0.4)
-    w.run(worker, Lease(("r",), 0))  # its TTR ends at 1.4 s
+    w.take(worker, ("r",))  # its TTR ends at 1.4 s
     w.tick(0.2)
     assert w.run(admin, Delete(job2)) == OK
     w.tick(0.7)
@@ -364,7 +386,7 @@ def test_one_result_per_job_the_first_waiter_gets_it() -> None:
     assert w.run(first, Result(job_id, 5000)) is None
     w.tick(0.1)
     assert w.run(second, Result(job_id, 2000)) is None
-    w.run(worker, Lease(("q",), 0))
+    w.take(worker, ("q",))
     w.run(worker, Complete(job_id, b"r"))
     assert first.take_reply() == JobResult(job_id, True, b"r")
     assert second.reply is None
@@ -375,7 +397,7 @@ def test_one_result_per_job_the_first_waiter_gets_it() -> None:
     run_id = new_id()
     w.run(first, Run("r", b"", 1000, 5000, job_id=run_id))
     w.run(second, Result(run_id, 1000))
-    w.run(worker, Lease(("r",), 0))
+    w.take(worker, ("r",))
     w.run(worker, Complete(run_id, b"x"))
     assert first.take_reply() == JobResult(run_id, True, b"x")
     assert second.reply is None
@@ -413,11 +435,11 @@ def test_complete_after_ttr_expiry_is_accepted_and_disconnect_drops_waits() -> N
     c, worker = w.conn(), w.conn()
     job_id = new_id()
     w.run(c, Add("q", b"", 1000, 60000, job_id=job_id))
-    w.run(worker, Lease(("q",), 0))
+    w.take(worker, ("q",))
     w.tick(1.5)
     assert w.info(c, job_id).state is JobState.PENDING
     assert w.run(worker, Complete(job_id, b"late")) == OK
-    assert w.run(c, Lease(("q",), 0)) == TIMEOUT  # no longer queued
+    assert w.take(c, ("q",)) == TIMEOUT  # no longer queued
     assert w.run(worker, Complete(new_id(), b"")) == NOT_FOUND
     w.run(worker, Lease(("q",), 5000))
     w.state.disconnect(worker, w.now)
@@ -459,7 +481,7 @@ def test_half_close_answers_waits_and_keeps_a_run_job() -> None:
     # The run's job lives on (a worker may still take it) until the run's wait ends.
     assert w.info(worker, job_id).state is JobState.NEW
     w.tick(4.9)
-    assert w.run(worker, Lease(("h2",), 0)).job_id == job_id  # type: ignore[attr-defined]
+    assert w.take(worker, ("h2",)).job_id == job_id  # type: ignore[attr-defined]
     w.tick(0.2)
     assert w.info(worker, job_id).state is JobState.LEASED  # its TTR bounds it now
     w.tick(1)
@@ -545,8 +567,8 @@ def test_ready_order_is_priority_then_scheduled_time_then_age_as_in_workq() -> N
     listed = w.run(c, InspectJobs("o", 0, 10))
     assert isinstance(listed, InspectReply)
     assert [r.key for r in listed.records][1:] == [added, early]
-    w.run(c, Lease(("o",), 0))
-    assert w.run(c, Lease(("o",), 0)).job_id == added  # type: ignore[attr-defined]
+    w.take(c, ("o",))
+    assert w.take(c, ("o",)).job_id == added  # type: ignore[attr-defined]
     # inspect scheduled-jobs: priority first, then time.
     late_high, soon_low = new_id(), new_id()
     w.run(c, Schedule("p", b"", 1000, 60000, datetime.fromtimestamp(T0 + 900, timezone.utc),
@@ -562,7 +584,7 @@ def test_lease_creates_its_queues_as_workq_does() -> None:
     w = World()
     c = w.conn()
     assert w.run(c, InspectQueue("leased-only")) == NOT_FOUND
-    assert w.run(c, Lease(("leased-only", "other"), 0)) == TIMEOUT
+    assert w.take(c, ("leased-only", "other")) == TIMEOUT
     assert queue_info(w.run(c, InspectQueue("leased-only")).records[0]).ready_len == 0  # type: ignore[attr-defined]
     reply = w.run(c, InspectQueues(0, 10))
     assert isinstance(reply, InspectReply)
@@ -577,12 +599,12 @@ def test_attempts_are_capped_at_255_even_without_max_attempts() -> None:
     job_id = new_id()
     w.run(c, Add("cap", b"", 1, 60000, job_id=job_id))
     for _ in range(255):
-        assert isinstance(w.run(c, Lease(("cap",), 0)), Leased)
+        assert isinstance(w.take(c, ("cap",)), Leased)
         w.tick(0.002)
     info = w.info(c, job_id)
     assert info.state is JobState.PENDING and info.attempts == 255
     w.run(waiter, Result(job_id, 1000))
-    assert w.run(c, Lease(("cap",), 0)) == TIMEOUT
+    assert w.take(c, ("cap",)) == TIMEOUT
     assert w.info(c, job_id).state is JobState.FAILED
     assert w.run(c, Result(job_id)) == JobResult(job_id, False, b"")
     assert w.run(c, Complete(job_id, b"")) == ErrorReply(ErrorKind.CLIENT_ERROR,

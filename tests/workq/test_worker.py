@@ -84,6 +84,26 @@ async def test_async_worker_concurrency_results_and_errors(
 
 
 @pytest.mark.anyio
+async def test_a_result_of_4043_bytes_is_reported(workq_server: WorkqServer, qname: str) -> None:
+    """``complete <id> 4043`` and its result make 4097 bytes, a size Workq 0.2.0 refuses (the
+    bundled server too): the worker's report still gets through, at the first try."""
+    async def handle(job: JobContext) -> bytes:
+        return b"r" * 4043
+
+    worker = AsyncWorker((workq_server.host, workq_server.port), qname, wait=1)
+    async with AsyncClient(workq_server.host, workq_server.port) as client:
+        job_id = await client.add(qname, b"")
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(worker.run, handle)
+            result = await client.result(job_id, wait=5)
+            worker.stop()
+        info = await client.inspect_job(job_id)
+    assert (result.success, result.data) == (True, b"r" * 4043)
+    assert info.attempts == 1
+    assert (worker.stats.completed, worker.stats.lost) == (1, 0)
+
+
+@pytest.mark.anyio
 async def test_async_worker_reports_overruns_and_late_results(
     workq_server: WorkqServer, qname: str
 ) -> None:

@@ -13,6 +13,8 @@ where it leases to closed connections and where it ignores max-fails (see docs/w
   Ready jobs are taken highest priority first, then by scheduled time (jobs never scheduled
   first), then oldest first; ``lease`` with several names picks uniformly at random among those
   names that have a ready job.
+* ``lease`` with a wait-timeout of 0 never leases, even with jobs ready: it answers ``-TIMEOUT``
+  at once (measured on Workq 0.2.0, whose 0 ms timer beats the hand-off; 1 ms leases).
 * ``lease`` counts an attempt and starts the TTR. When the TTR runs out the job is requeued
   (state PENDING) unless ``max-attempts`` is reached, in which case it ends FAILED with an empty
   result. Whatever max-attempts says, a job requeued after 255 attempts ends FAILED at the next
@@ -504,11 +506,11 @@ class ServerState:
     def _cmd_lease(self, conn: ConnState, cmd: Lease, now: float) -> Reply | None:
         names = list(dict.fromkeys(cmd.names))
         queues = [self._queue(name) for name in names]  # a lease creates its queues (Workq)
+        if cmd.wait_ms == 0:  # Workq's 0 ms timer beats the hand-off of a ready job
+            return _TIMEOUT
         candidates = [job for queue in queues if (job := self._pop_ready(queue)) is not None]
         if candidates:
             return self._lease(self._rng.choice(candidates), now)
-        if cmd.wait_ms == 0:
-            return _TIMEOUT
         conn.lease_names = tuple(names)
         for name in names:
             self._lease_waiters.setdefault(name, {})[conn] = None
