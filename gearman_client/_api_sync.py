@@ -45,6 +45,7 @@ from jobwire.errors import (
     JobwireConnectionError,
     LocalProtocolError,
     NotSent,
+    OperationTimeout,
     RemoteProtocolError,
     TLSError,
 )
@@ -71,6 +72,13 @@ DEFAULT_PORT = 4730
 DEFAULT_WINDOW = 512
 #: Handles remembered per multi-server client to send GET_STATUS to the right server.
 _MAX_REMEMBERED = 100_000
+#: Requests some servers never answer (OpenStack gear's ``gear.Server``; docs/gearman.md,
+#: "Peers"). When the wait for one runs out, its answer may never come, and the connection's
+#: next answer would be taken for it: the connection is closed (the next call opens another).
+_MAY_GO_UNANSWERED: frozenset[type[pk.Packet]] = frozenset({
+    pk.EchoReq, pk.GetStatusUnique, pk.SubmitJobEpoch, pk.SubmitReduceJob,
+    pk.SubmitReduceJobBackground,
+})
 
 #: The type of job data and results: ``bytes`` unless a ``serializer=`` says otherwise.
 B = TypeVar("B", default=bytes)
@@ -344,9 +352,12 @@ class Client(Generic[B]):
             it cannot write; a result it cannot read raises ``DeserializationError`` (with
             the job's handle). Updates (WORK_DATA, WORK_WARNING) and WORK_EXCEPTION data stay
             bytes.
-
-    The ``exceptions`` option is requested on each connection, so a worker's WORK_EXCEPTION
-    arrives as :class:`~gearman_client.errors.JobException` (not a bare ``JobFailed``).
+        exceptions: send OPTION_REQ ``exceptions`` on each connection, so that gearmand
+            forwards a worker's WORK_EXCEPTION, raised as
+            :class:`~gearman_client.errors.JobException` with its data. Off by default: no
+            option is sent that is not asked for. Without it gearmand turns WORK_EXCEPTION into
+            WORK_FAIL, raised as ``JobFailed``. A server that does not answer the option
+            (OpenStack gear's) is fine: its next reply answers the next request.
 
     With several servers, a job with a unique id goes to the server picked by rendezvous
     (highest-random-weight) hashing: every server gets a weight for the id, a 64-bit BLAKE2b
@@ -365,13 +376,13 @@ class Client(Generic[B]):
         timeout: float | None = 10.0, connect_timeout: float | None = None,
         max_body_size: int = pk.DEFAULT_MAX_BODY_SIZE,
         ssl: SSLOption = None, server_hostname: str | None = None,
-        serializer: Serializer[B] | None = None,
+        serializer: Serializer[B] | None = None, exceptions: bool = False,
     ) -> None:
         self.timeout = timeout
         self._serializer = or_raw(serializer)
         self._pool = _Pool(_addresses(servers, port), timeout=timeout,
                            connect_timeout=connect_timeout, max_body_size=max_body_size,
-                           exceptions=True, ssl=ssl, server_hostname=server_hostname)
+                           exceptions=exceptions, ssl=ssl, server_hostname=server_hostname)
         #: The TLS context of ``ssl=`` (``None``: plain TCP), and the name asked for.
         self.ssl_context = self._pool.ssl_context
         self.server_hostname = server_hostname
@@ -414,7 +425,12 @@ class Client(Generic[B]):
             transport, session = self._pool.connect(server)
         pending = session.request(packet)
         transport.flush()
-        reply = transport.wait(pending, limit)
+        try:
+            reply = transport.wait(pending, limit)
+        except OperationTimeout:
+            if type(packet) in _MAY_GO_UNANSWERED:
+                transport.close()
+            raise
         return reply, server
 
     def submit(
@@ -620,15 +636,19 @@ class Client(Generic[B]):
         packet = cls(as_bytes(function, "function"), uniq, as_bytes(reducer, "reducer"), b"",
                      _data(self._serializer, data))
         limit = self._limit(timeout)
-        transport, session = self._pool.pick(uniq or None)
         if background:
-            created = session.request(packet)
-            transport.flush()
-            return (transport.wait(created, limit)).handle  # type: ignore[no-any-return]
+            reply, server = self._call(packet, uniq or None, limit)
+            self._remember(reply.handle, server)
+            return reply.handle  # type: ignore[no-any-return]
+        transport, session = self._pool.pick(uniq or None)
         job = session.submit(packet)
         transport.flush()
         try:
             raw = transport.wait(job, limit)
+        except OperationTimeout:
+            if job.handle is None:  # no JOB_CREATED: see _MAY_GO_UNANSWERED
+                transport.close()
+            raise
         finally:
             if not job.done and job.handle is not None:
                 session.untrack(job.handle, job)

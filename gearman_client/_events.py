@@ -9,6 +9,10 @@ A Gearman server sends two kinds of packets to a client or worker:
 * *unsolicited* packets, handed out as the bare packet: NOOP (wake up), the WORK_* packets of
   jobs this connection submitted (keyed by handle), and an ERROR that answers no waiting request
   (gearmand's JOB_NOT_FOUND to a late WORK_COMPLETE).
+
+One request may go unanswered: an OPTION_REQ that the server skips (OpenStack gear's server
+answers none). The core then hands out :class:`Unanswered` for it, and the reply that came
+instead as the answer to the next request.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ from jobwire._events import NEED_DATA, NeedData
 
 from ._packets import Packet
 
-__all__ = ["NEED_DATA", "Answer", "ConnectionClosed", "Event", "NeedData", "WrongMagic"]
+__all__ = [
+    "NEED_DATA", "Answer", "ConnectionClosed", "Event", "NeedData", "Unanswered", "WrongMagic",
+]
 
 
 class Event:
@@ -34,6 +40,17 @@ class Answer(Event):
 
     request: Packet
     reply: Packet
+
+
+@dataclass(frozen=True, slots=True)
+class Unanswered(Event):
+    """The server went past ``request`` without answering it: the reply that came instead
+    answers the next request, and is the next event.
+
+    Only an OPTION_REQ is ever passed over (OpenStack gear's ``gear.Server`` never answers it).
+    """
+
+    request: Packet
 
 
 @dataclass(frozen=True, slots=True)

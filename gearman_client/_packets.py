@@ -28,7 +28,7 @@ import re
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar, TypeVar
+from typing import ClassVar, TypeAlias, TypeVar
 
 from jobwire._buffer import ReceiveBuffer
 from jobwire._numbers import parse_int
@@ -136,6 +136,16 @@ def _dec_int(raw: bytes) -> int:
     return parse_int(raw, "an integer argument")
 
 
+#: A STATUS_RES / STATUS_RES_UNIQUE numerator or denominator: an int, read as 0 when empty.
+#: OpenStack gear's server sends both empty for a job that never sent WORK_STATUS (gearmand
+#: sends ``0``); anything else that is not a number is still refused.
+Progress: TypeAlias = int
+
+
+def _dec_progress(raw: bytes) -> int:
+    return 0 if raw == b"" else _dec_int(raw)
+
+
 def _dec_bool(raw: bytes) -> bool:
     if raw == b"1":
         return True
@@ -159,6 +169,7 @@ def _enc_bool(value: bool) -> bytes:
 _CODECS: dict[str, tuple[Callable[[bytes], object], Callable[..., bytes]]] = {
     "bytes": (_dec_bytes, _enc_bytes),
     "int": (_dec_int, _enc_int),
+    "Progress": (_dec_progress, _enc_int),
     "bool": (_dec_bool, _enc_bool),
 }
 
@@ -230,7 +241,7 @@ def _check_field(cls_name: str, name: str, kind: str, value: object, last: bool)
             check_handle(value)
         elif name == "client_id":
             check_client_id(value)
-    elif kind == "int":
+    elif kind == "int" or kind == "Progress":
         if not isinstance(value, int) or isinstance(value, bool):
             raise LocalProtocolError(f"{cls_name}.{name} must be an int, got {value!r}")
         if value < 0 or value >= 1 << 64:
@@ -521,8 +532,8 @@ class StatusRes(Packet):
     handle: bytes
     known: bool
     running: bool
-    numerator: int
-    denominator: int
+    numerator: Progress
+    denominator: Progress
 
 
 @_packet(PacketType.SET_CLIENT_ID)
@@ -699,8 +710,8 @@ class StatusResUnique(Packet):
     unique: bytes
     known: bool
     running: bool
-    numerator: int
-    denominator: int
+    numerator: Progress
+    denominator: Progress
     client_count: int
 
 
@@ -782,6 +793,10 @@ def _decode(cls: type[Packet], body: bytes) -> Packet:
     return cls(*args) if cls._RAW else cls.from_args(args)
 
 
+#: The header start of gear's WORK_FAIL with ``\0REQ`` magic (see ``PacketDecoder``).
+_GEAR_WORK_FAIL = REQ + int(PacketType.WORK_FAIL).to_bytes(4, "big")
+
+
 class PacketDecoder:
     """Bytes in, packets out, for one direction of one connection.
 
@@ -840,6 +855,12 @@ class PacketDecoder:
         assert body is not None
         return body
 
+    def _gear_work_fail(self, head: bytes) -> bool:
+        """Whether ``head`` (4 to 8 bytes) starts the one packet a server may send with request
+        magic: the WORK_FAIL that OpenStack gear's server sends a client when the worker of its
+        job disconnects (docs/gearman.md, "Peers")."""
+        return self.magic == RES and _GEAR_WORK_FAIL.startswith(head)
+
     def next_packet(self) -> Packet | None:
         """The next complete packet, or ``None`` if more bytes are needed.
 
@@ -851,16 +872,16 @@ class PacketDecoder:
         if header is None:
             # Check what is there already, so garbage is refused without waiting for more.
             buffered = len(buf)
-            if buffered >= 4 and buf.peek(4) != self.magic:
-                raise RemoteProtocolError(f"bad magic {buf.peek(4)!r}, expected {self.magic!r}")
-            if buffered >= 8:
-                head = buf.peek(8)
+            if buffered >= 4:
+                head = buf.peek(min(buffered, 8))
                 assert head is not None
-                if int.from_bytes(head[4:8], "big") not in PACKETS:
+                if head[:4] != self.magic and not self._gear_work_fail(head):
+                    raise RemoteProtocolError(f"bad magic {head[:4]!r}, expected {self.magic!r}")
+                if buffered >= 8 and int.from_bytes(head[4:8], "big") not in PACKETS:
                     raise RemoteProtocolError(f"unknown packet type {head[4:8]!r}")
             return None
         magic, ptype, size = _HEADER.unpack(header)
-        if magic != self.magic:
+        if magic != self.magic and not self._gear_work_fail(header[:8]):
             raise RemoteProtocolError(f"bad magic {magic!r}, expected {self.magic!r}")
         cls = PACKETS.get(ptype)
         if cls is None:

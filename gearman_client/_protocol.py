@@ -17,6 +17,12 @@ Why it is shaped like this:
   ``RemoteProtocolError``. An ERROR answers the head, except gearmand's JOB_NOT_FOUND, which is
   the answer to a WORK_* packet for a job it no longer holds (those get no answer otherwise):
   it is handed out unsolicited, as is any ERROR when nothing waits.
+* One exception to "every request gets its answer": OpenStack gear's ``gear.Server`` never
+  answers OPTION_REQ. So a reply that cannot answer a waiting OPTION_REQ, while another request
+  waits behind it, means the server skipped the option: the core hands out
+  :class:`Unanswered` for the option, then the reply as the answer to the next request (a
+  JOB_CREATED always reaches the submit that made the job). An ERROR answers the option only
+  with gearmand's code for it, ``UNKNOWN_OPTION``; any other ERROR answers the next request.
 * Everything else a server sends (NOOP, the WORK_* packets of submitted jobs) is unsolicited and
   returned as the bare packet; routing WORK_* by handle is the session's job.
 * ``next_event()`` drains what is already buffered without another read.
@@ -30,7 +36,7 @@ from collections import deque
 
 from jobwire.errors import LocalProtocolError, RemoteProtocolError
 
-from ._events import NEED_DATA, Answer, ConnectionClosed, NeedData
+from ._events import NEED_DATA, Answer, ConnectionClosed, NeedData, Unanswered
 from ._packets import (
     DEFAULT_MAX_BODY_SIZE,
     REQ,
@@ -136,11 +142,15 @@ class Connection:
         max_body_size: largest packet body accepted from the server (default 64 MiB).
     """
 
-    __slots__ = ("_closed_reported", "_decoder", "_eof", "_error", "_waiting", "state")
+    __slots__ = (
+        "_closed_reported", "_decoder", "_eof", "_error", "_held", "_waiting", "state",
+    )
 
     def __init__(self, *, max_body_size: int = DEFAULT_MAX_BODY_SIZE) -> None:
         self._decoder = PacketDecoder(RES, max_body_size)
         self._waiting: deque[Packet] = deque()
+        # A reply read while a skipped OPTION_REQ headed the FIFO: the next event's packet.
+        self._held: Packet | None = None
         self._eof = False
         self._closed_reported = False
         self._error: RemoteProtocolError | LocalProtocolError | None = None
@@ -184,12 +194,14 @@ class Connection:
         else:
             self._eof = True
 
-    def next_event(self) -> Packet | Answer | ConnectionClosed | NeedData:
+    def next_event(self) -> Packet | Answer | Unanswered | ConnectionClosed | NeedData:
         """The next event from what is buffered.
 
         Returns:
-            :class:`Answer` for a reply to a request; the bare packet for NOOP, WORK_* and an
-            unmatched ERROR; :class:`ConnectionClosed` once after EOF; else :data:`NEED_DATA`.
+            :class:`Answer` for a reply to a request; :class:`Unanswered` for an OPTION_REQ the
+            server went past (the reply that did so is the next event); the bare packet for
+            NOOP, WORK_* and an unmatched ERROR; :class:`ConnectionClosed` once after EOF; else
+            :data:`NEED_DATA`.
 
         Raises:
             RemoteProtocolError: bad magic, unknown type, oversized or malformed packet, or a
@@ -197,11 +209,15 @@ class Connection:
         """
         if self._error is not None:
             raise type(self._error)(str(self._error))
-        try:
-            packet = self._decoder.next_packet()
-        except RemoteProtocolError as exc:
-            self._poison(exc)
-            raise
+        packet: Packet | None = self._held
+        if packet is not None:
+            self._held = None
+        else:
+            try:
+                packet = self._decoder.next_packet()
+            except RemoteProtocolError as exc:
+                self._poison(exc)
+                raise
         if packet is None:
             if self._eof and not self._closed_reported:
                 self._closed_reported = True
@@ -216,11 +232,15 @@ class Connection:
             assert isinstance(packet, Error)
             if not waiting or packet.code == b"JOB_NOT_FOUND":
                 return packet
+            if self._skipped_option(packet):
+                return self._pass_option(packet)
             return Answer(waiting.popleft(), packet)
         if cls not in SERVER_SENDS:
             error = RemoteProtocolError(f"server sent {cls.__name__}, which only clients send")
             self._poison(error)
             raise error
+        if self._skipped_option(packet):
+            return self._pass_option(packet)
         if not waiting or cls not in _ANSWERED_BY[type(waiting[0])]:
             head = type(waiting[0]).__name__ if waiting else "nothing"
             error = RemoteProtocolError(
@@ -229,6 +249,23 @@ class Connection:
             self._poison(error)
             raise error
         return Answer(waiting.popleft(), packet)
+
+    def _skipped_option(self, reply: Packet) -> bool:
+        """Whether ``reply`` shows the server went past the OPTION_REQ heading the FIFO: it
+        cannot answer the option (OPTION_RES, or gearmand's ERROR ``UNKNOWN_OPTION``, would)
+        and another request waits behind it."""
+        waiting = self._waiting
+        if len(waiting) < 2 or type(waiting[0]) is not OptionReq:
+            return False
+        if isinstance(reply, Error):
+            return reply.code != b"UNKNOWN_OPTION"
+        return type(reply) is not OptionRes
+
+    def _pass_option(self, reply: Packet) -> Unanswered:
+        """Report the skipped option; ``reply`` is matched against the next request on the
+        next call."""
+        self._held = reply
+        return Unanswered(self._waiting.popleft())
 
     def _poison(self, exc: RemoteProtocolError) -> None:
         self._error = exc

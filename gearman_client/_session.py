@@ -22,7 +22,7 @@ from jobwire.errors import JobwireError, LocalProtocolError
 
 from . import _admin as adm
 from . import _packets as pk
-from ._events import Answer, ConnectionClosed
+from ._events import Answer, ConnectionClosed, Unanswered
 from ._protocol import ANSWERS, Connection
 from .errors import JobException, JobFailed, server_error
 
@@ -135,11 +135,17 @@ class GearmanSession(FifoSession[Pending[Any]]):
             else:
                 del self.jobs[handle]
 
-    def dispatch(self, event: Answer | pk.Packet) -> None:
+    def dispatch(self, event: Answer | Unanswered | pk.Packet) -> None:
         """An answer completes the oldest Pending (JOB_CREATED registers a foreground job's
-        tracker instead); NOOP, an unmatched ERROR and WORK_* packets go to the worker's
-        callbacks and the job trackers."""
-        if type(event) is Answer:
+        tracker instead); an option the server went past completes its Pending with ``None``;
+        NOOP, an unmatched ERROR and WORK_* packets go to the worker's callbacks and the job
+        trackers."""
+        if type(event) is Unanswered:
+            skipped = self._fifo.popleft()
+            logger.debug("the server did not answer %r", event.request)
+            if not skipped.done:
+                skipped.resolve(None)
+        elif type(event) is Answer:
             pending = self._fifo.popleft()
             reply = event.reply
             if type(reply) is pk.Error:

@@ -368,7 +368,18 @@ class AsyncWorker:
                     return
                 pending = session.request(grab)
                 await transport.flush()
-                reply = await transport.wait(pending, self.timeout)
+                # stop() ends this wait too: a server may never answer (gear's ignores
+                # GRAB_JOB_ALL). A job assigned to an abandoned grab is requeued by the server
+                # when the connection closes.
+                with anyio.CancelScope() as scope:
+                    self._sleeps.add(scope)
+                    try:
+                        reply = await transport.wait(pending, self.timeout)
+                    finally:
+                        self._sleeps.discard(scope)
+                if scope.cancelled_caught:
+                    limiter.release_on_behalf_of(token)
+                    return
             except BaseException:
                 limiter.release_on_behalf_of(token)
                 raise

@@ -150,14 +150,16 @@ class GearmanWriter(QueueWriter):
         self, client: Client, chunk: list[Row], partition: int, report: WriteReport
     ) -> None:
         s = self.settings
-        run: list[tuple[Row, str]] = []
-        run_priority = s.priority
-        for row in chunk:
+        functions: list[str] = []
+        for row in chunk:  # every row checked before any of the chunk is sent
             function = row.values.get("function") or s.function
             if function is None:
-                self._flush(client, run, run_priority, partition, report)
                 raise BadRow(partition, row.index, "function",
                              "is null and no 'function' option is set")
+            functions.append(function)
+        run: list[tuple[Row, str]] = []
+        run_priority = s.priority
+        for row, function in zip(chunk, functions, strict=True):
             priority = row.values.get("priority") or s.priority
             unique = row.values.get("unique")
             if unique or priority is not run_priority:
@@ -270,7 +272,8 @@ def gearman_call(
 
     def caller() -> Caller[AsyncClient]:
         async def connect() -> AsyncClient:
-            return AsyncClient(url, timeout=timeout)
+            # exceptions=True: a worker's WORK_EXCEPTION reaches the row as JobException.
+            return AsyncClient(url, timeout=timeout, exceptions=True)
 
         async def close(client: AsyncClient) -> None:
             await client.aclose()

@@ -101,11 +101,15 @@ def test_submit_result_updates_and_exception(
             client.submit(function, b"boom", on_update=updates.append)
         assert failed.value.warning == b"ValueError: boom!"
         assert updates == [pk.WorkWarning(failed.value.handle, b"ValueError: boom!")]
-        # registered with exceptions=True: WORK_EXCEPTION, for clients that asked for it
+        # registered with exceptions=True: WORK_EXCEPTION goes only to clients that asked for
+        # it; this one did not, so the server sends WORK_FAIL
+        with pytest.raises(JobFailed):
+            client.submit(function + "-x", b"boom")
+        assert client.submit(function, b"x" * 100_000, unique="big") == b"x" * 100_000
+    with Client(gearman_server.url, timeout=10, exceptions=True) as client:
         with pytest.raises(JobException) as info:
             client.submit(function + "-x", b"boom")
         assert info.value.data == b"ValueError: boom!"
-        assert client.submit(function, b"x" * 100_000, unique="big") == b"x" * 100_000
 
 
 def read_packets(sock: socket.socket, until: Any) -> bytes:
@@ -421,7 +425,7 @@ def test_work_exception_then_work_fail_from_a_foreign_worker(
     at the exception: the client that asked for exceptions gets it once, the other one WORK_FAIL
     once, and the worker's WORK_FAIL is refused (JOB_NOT_FOUND)."""
     fn = function.encode()
-    with Client(gearman_server.url) as client, \
+    with Client(gearman_server.url, exceptions=True) as client, \
             socket.create_connection(gearman_server.address, timeout=10) as plain_sock, \
             socket.create_connection(gearman_server.address, timeout=10) as worker_sock:
         plain, worker = Connection(), Connection()
@@ -488,8 +492,10 @@ def test_work_exception_strands_the_gearman_tool_on_gearmand_only(
     else:
         out = subprocess.run(args, capture_output=True, timeout=20, check=False)
         assert (out.returncode, out.stderr) == (1, b"Job failed\n")
-    with Client(gearman_server.url) as client, pytest.raises(JobException):
-        client.submit(function, b"data")  # our client asks for exceptions: it gets the text
+    with Client(gearman_server.url, exceptions=True) as client, pytest.raises(JobException):
+        client.submit(function, b"data")  # a client that asks for exceptions gets the text
+    with Client(gearman_server.url, timeout=10) as client, pytest.raises(JobFailed):
+        client.submit(function, b"data")  # ours without the option ends on either WORK_FAIL
 
 
 # -- more worker and client behaviour ------------------------------------------------------------

@@ -35,11 +35,11 @@ from gearman_client._admin import (
     parse_status,
     parse_workers,
 )
-from gearman_client._events import NEED_DATA, Answer, ConnectionClosed, WrongMagic
+from gearman_client._events import NEED_DATA, Answer, ConnectionClosed, Unanswered, WrongMagic
 from gearman_client._protocol import CLIENT_SENDS, SERVER_SENDS, Connection
 from gearman_client._server_protocol import AdminLine, ServerConnection
 from gearman_client._session import GearmanSession
-from gearman_client.errors import JobFailed, QueueFull
+from gearman_client.errors import JobFailed, QueueFull, ServerError
 from jobwire.errors import ConnectionLost, LocalProtocolError, RemoteProtocolError
 
 from ..conftest import TRANSCRIPTS
@@ -78,7 +78,7 @@ def server_parse(data: bytes) -> list[Any]:
 
 # -- every packet type, both directions ---------------------------------------------------------
 
-SAMPLE = {"bytes": b"v", "int": 7, "bool": True}
+SAMPLE = {"bytes": b"v", "int": 7, "Progress": 3, "bool": True}
 
 
 def sample(cls: type[pk.Packet]) -> pk.Packet:
@@ -620,6 +620,7 @@ def test_admin_records_reject_garbage() -> None:
 _field_values = {
     "bytes": st.binary(max_size=20).filter(lambda b: b"\0" not in b),
     "int": st.integers(0, 2**40),
+    "Progress": st.integers(0, 2**40),
     "bool": st.booleans(),
 }
 
@@ -721,3 +722,119 @@ def test_a_job_given_up_before_job_created_is_not_filed_under_its_handle() -> No
     job.abandoned = True  # what the transport does when the caller's wait ends
     session.receive_data(_res(pk.JobCreated(b"H:1"), pk.WorkData(b"H:1", b"d")))
     assert session.jobs == {} and session.in_flight == 0 and not job.done
+
+
+# -- a server that skips OPTION_REQ (OpenStack gear's gear.Server answers none) ------------------
+
+
+def test_a_skipped_option_lets_the_next_reply_answer_the_next_request() -> None:
+    conn = Connection()
+    conn.send(pk.OptionReq(b"exceptions"))
+    conn.send(pk.SubmitJobBg(b"f", b"", b"a"))
+    conn.send(pk.GetStatus(b"H:x:1"))
+    conn.receive_data(res(pk.JobCreated(b"H:x:1"))
+                      + res(pk.StatusRes(b"H:x:1", True, False, 0, 0)))
+    assert drain(conn) == [
+        Unanswered(pk.OptionReq(b"exceptions")),
+        Answer(pk.SubmitJobBg(b"f", b"", b"a"), pk.JobCreated(b"H:x:1")),
+        Answer(pk.GetStatus(b"H:x:1"), pk.StatusRes(b"H:x:1", True, False, 0, 0)),
+    ]
+    assert conn.awaiting_answers == 0
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_an_answered_option_is_answered_and_an_unknown_one_refused(split: bool) -> None:
+    conn = Connection()
+    for packet in (pk.OptionReq(b"exceptions"), pk.OptionReq(b"bogus"), pk.EchoReq(b"e")):
+        conn.send(packet)
+    stream = (res(pk.OptionRes(b"exceptions"))
+              + res(pk.Error(b"UNKNOWN_OPTION", b"Server does not recognize given option"))
+              + res(pk.EchoRes(b"e")))
+    events: list[Any] = []
+    for chunk in ([stream[:5], stream[5:40], stream[40:]] if split else [stream]):
+        conn.receive_data(chunk)
+        events += drain(conn)
+    assert [type(e) for e in events] == [Answer] * 3
+    assert events[1].reply.code == b"UNKNOWN_OPTION"
+
+
+def test_an_error_past_a_skipped_option_answers_the_next_request() -> None:
+    # gear.Server refuses a submit with ERROR ("0", ACL) and never answers the option.
+    session = GearmanSession()
+    option = session.request(pk.OptionReq(b"exceptions"))
+    job = session.submit(pk.SubmitJob(b"f", b"", b"x"))
+    echo = session.request(pk.EchoReq(b"e"))
+    session.receive_data(_res(pk.Error(b"0", b"Permission denied by ACL"), pk.EchoRes(b"e")))
+    assert option.result() is None
+    with pytest.raises(ServerError):
+        job.result()
+    assert echo.result() == pk.EchoRes(b"e")
+
+
+def test_session_files_the_job_created_past_a_skipped_option() -> None:
+    session = GearmanSession()
+    option = session.request(pk.OptionReq(b"exceptions"))
+    job = session.submit(pk.SubmitJob(b"f", b"", b"x"))
+    background = session.request(pk.SubmitJobBg(b"f", b"", b"y"))
+    stream = _res(pk.JobCreated(b"H:1"), pk.JobCreated(b"H:2"), pk.WorkComplete(b"H:1", b"r"))
+    for i in range(len(stream)):  # byte by byte: the held reply survives a read boundary
+        session.receive_data(stream[i:i + 1])
+    assert option.result() is None
+    assert background.result() == pk.JobCreated(b"H:2")
+    assert job.result() == b"r" and session.jobs == {} and session.in_flight == 0
+
+
+def test_a_reply_past_a_lone_option_is_still_a_desync() -> None:
+    # Nothing waits behind the option: a JOB_CREATED answers nothing the client sent.
+    conn = Connection()
+    conn.send(pk.OptionReq(b"exceptions"))
+    conn.receive_data(res(pk.JobCreated(b"H:x:1")))
+    with pytest.raises(RemoteProtocolError, match="JobCreated while OptionReq"):
+        conn.next_event()
+
+
+def test_a_reply_past_a_skipped_option_that_fits_nothing_names_the_next_request() -> None:
+    conn = Connection()
+    conn.send(pk.OptionReq(b"exceptions"))
+    conn.send(pk.EchoReq(b"e"))
+    conn.receive_data(res(pk.JobCreated(b"H:x:1")))
+    assert conn.next_event() == Unanswered(pk.OptionReq(b"exceptions"))
+    with pytest.raises(RemoteProtocolError, match="JobCreated while EchoReq"):
+        conn.next_event()
+
+
+def test_an_empty_status_progress_reads_as_zero() -> None:
+    # gear.Server's STATUS_RES for a job that never sent WORK_STATUS: numerator and denominator
+    # empty; gearmand sends "0". Other non-numbers stay errors.
+    body = b"H:x:1\x001\x000\x00\x00"
+    conn = Connection()
+    conn.send(pk.GetStatus(b"H:x:1"))
+    conn.receive_data(pk.RES + (20).to_bytes(4, "big") + len(body).to_bytes(4, "big") + body)
+    assert drain(conn)[0].reply == pk.StatusRes(b"H:x:1", True, False, 0, 0)
+    bad = body.replace(b"\x00\x00", b"\x00x\x00")
+    conn = Connection()
+    conn.send(pk.GetStatus(b"H:x:1"))
+    conn.receive_data(pk.RES + (20).to_bytes(4, "big") + len(bad).to_bytes(4, "big") + bad)
+    with pytest.raises(RemoteProtocolError):
+        conn.next_event()
+
+
+def test_gears_work_fail_with_request_magic_is_read_and_nothing_else_is() -> None:
+    # gear.Server sends WORK_FAIL with \0REQ magic when the worker of a client's job is lost.
+    stream = pk.encode_packet(pk.WorkFail(b"H:x:1"), pk.REQ) + res(pk.Noop())
+    for chunks in splits(stream):
+        conn = Connection()
+        events: list[Any] = []
+        for chunk in chunks:
+            conn.receive_data(chunk)
+            events += drain(conn)
+        assert events == [pk.WorkFail(b"H:x:1"), pk.Noop()]
+    for other in (pk.WorkComplete(b"H:x:1", b"r"), pk.Noop()):
+        conn = Connection()
+        conn.receive_data(pk.encode_packet(other, pk.REQ))
+        with pytest.raises(RemoteProtocolError, match="bad magic"):
+            conn.next_event()
+    conn = Connection()
+    conn.receive_data(pk.REQ + b"\0\0\0\x0d")  # refused from the first 8 bytes (type 13)
+    with pytest.raises(RemoteProtocolError, match="bad magic"):
+        conn.next_event()
