@@ -6,36 +6,60 @@ others of :mod:`jobwire.errors`.
 
 The protocol packages are ``beanstalk_client``, ``gearman_client``, ``workq_client`` and
 ``qless_client``; this package holds no protocol.
+
+Every public name loads its module on first use (:mod:`jobwire._lazy`): each protocol package
+imports this one first, and the bundled servers import none of the back-off, address-parsing
+or serializer modules they do not use (``dataclasses``, ``inspect``, ``json``: about 50 ms of a
+server's start, paid before it could answer).
 """
 
 from __future__ import annotations
 
-from ._backoff import Backoff
-from ._url import (
-    Address,
-    AddressLike,
-    TCPAddress,
-    UnixAddress,
-    parse_url,
-    resolve_address,
-    resolve_addresses,
-)
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_exports
 from ._version import __version__ as __version__
-from .errors import (
-    BulkError,
-    ConnectFailed,
-    ConnectionLost,
-    InvalidAddress,
-    JobwireConnectionError,
-    JobwireError,
-    LocalProtocolError,
-    NotSent,
-    OperationTimeout,
-    ProtocolError,
-    RemoteProtocolError,
-    TLSError,
-)
-from .serializers import DeserializationError, SerializationError
+
+if TYPE_CHECKING:
+    from ._backoff import Backoff
+    from ._url import (
+        Address,
+        AddressLike,
+        TCPAddress,
+        UnixAddress,
+        parse_url,
+        resolve_address,
+        resolve_addresses,
+    )
+    from .errors import (
+        BulkError,
+        ConnectFailed,
+        ConnectionLost,
+        InvalidAddress,
+        JobwireConnectionError,
+        JobwireError,
+        LocalProtocolError,
+        NotSent,
+        OperationTimeout,
+        ProtocolError,
+        RemoteProtocolError,
+        TLSError,
+    )
+    from .serializers import DeserializationError, SerializationError
+
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "._backoff": ["Backoff"],
+    "._url": [
+        "Address", "AddressLike", "TCPAddress", "UnixAddress", "parse_url", "resolve_address",
+        "resolve_addresses",
+    ],
+    ".errors": [
+        "BulkError", "ConnectFailed", "ConnectionLost", "InvalidAddress",
+        "JobwireConnectionError", "JobwireError", "LocalProtocolError", "NotSent",
+        "OperationTimeout", "ProtocolError", "RemoteProtocolError", "TLSError",
+    ],
+    ".serializers": ["DeserializationError", "SerializationError"],
+})
 
 __all__ = [
     "Address",

@@ -34,7 +34,9 @@ def lazy_exports(
         exports: module (relative to ``package``, or absolute) -> the names it provides.
 
     The first access to a name imports its module and stores the value in the package, so
-    later accesses are plain attribute lookups.
+    later accesses are plain attribute lookups. A name that is not exported but is one of the
+    package's submodules imports that submodule, as ``import package`` followed by
+    ``package.errors`` worked when the package imported its modules eagerly.
 
     Raises:
         ValueError: a name is listed under two modules.
@@ -50,6 +52,12 @@ def lazy_exports(
     def __getattr__(name: str) -> object:
         module = where.get(name)
         if module is None:
+            if not name.startswith("__"):
+                # Not ``import importlib.util``: that would make ``importlib`` a local name.
+                from importlib.util import find_spec
+
+                if find_spec(f"{package}.{name}") is not None:
+                    return importlib.import_module(f"{package}.{name}")
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         value = getattr(importlib.import_module(module, package), name)
         namespace[name] = value

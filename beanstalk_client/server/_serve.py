@@ -36,7 +36,6 @@ import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 
 import anyio
-import anyio.from_thread
 
 from jobwire._listen import Limits, close_unix, tcp_sockets, unix_socket
 from jobwire._serving import (
@@ -204,7 +203,7 @@ async def serve_listening(
     ssl_context: ssl.SSLContext | None = None,
 ) -> AsyncIterator[Server]:
     """:func:`serve` on sockets that already listen (``python -m beanstalk_client.server``
-    binds them before it imports the server; see ``jobwire._listen``). Takes them over: they
+    binds them with ``jobwire._listen``). Takes them over: they
     are closed on exit, and ``unix_path``, the file of a unix socket, removed.
 
     Raises:
@@ -272,6 +271,8 @@ def run_server(
     Raises:
         ValueError, OSError: as for :func:`serve`, raised in the calling thread.
     """
+    import anyio.from_thread  # not imported by the server process, which has no portal
+
     with (
         anyio.from_thread.start_blocking_portal(backend="asyncio") as portal,
         portal.wrap_async_context_manager(

@@ -36,7 +36,6 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 
 import anyio
 import anyio.abc
-import anyio.from_thread
 
 from jobwire._listen import Limits, tcp_sockets
 from jobwire._serving import (
@@ -326,7 +325,7 @@ async def serve_listening(
     ssl_context: ssl.SSLContext | None = None,
 ) -> AsyncIterator[Server]:
     """:func:`serve` on TCP sockets that already listen (``python -m gearman_client.server``
-    binds them before it imports the server; see ``jobwire._listen``). Takes them over: they
+    binds them with ``jobwire._listen``). Takes them over: they
     are closed on exit. ``host`` is what :attr:`Server.url` shows (default: the bound
     address)."""
     try:
@@ -373,6 +372,8 @@ def run_server(
 ) -> Iterator[Server]:
     """Run a server in a background thread while the block runs (for sync code and tests);
     arguments as for :func:`serve`."""
+    import anyio.from_thread  # not imported by the server process, which has no portal
+
     with anyio.from_thread.start_blocking_portal() as portal, portal.wrap_async_context_manager(
         serve(host, port, max_body_size=max_body_size, handle_prefix=handle_prefix,
               allow_shutdown=allow_shutdown, max_connections=max_connections,

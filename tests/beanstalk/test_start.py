@@ -58,8 +58,8 @@ def test_importing_the_server_does_not_import_the_client_or_worker() -> None:
 
 @pytest.mark.parametrize(
     "package",
-    ["beanstalk_client", "beanstalk_client.server", "gearman_client", "gearman_client.server",
-     "workq_client", "workq_client.server", "qless_client"],
+    ["jobwire", "beanstalk_client", "beanstalk_client.server", "gearman_client",
+     "gearman_client.server", "workq_client", "workq_client.server", "qless_client"],
 )
 def test_lazy_exports_match_the_type_checking_imports(package: str) -> None:
     """Each lazily exported package lists its names twice (imports under TYPE_CHECKING for type

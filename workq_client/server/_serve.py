@@ -33,7 +33,6 @@ import time
 from collections.abc import AsyncIterator, Iterator
 
 import anyio
-import anyio.from_thread
 
 from jobwire._listen import Limits, tcp_sockets
 from jobwire._serving import (
@@ -227,6 +226,8 @@ def run_server(
     Raises:
         ValueError, OSError: as for :func:`serve`, raised in the calling thread.
     """
+    import anyio.from_thread  # not imported by the server process, which has no portal
+
     with (
         anyio.from_thread.start_blocking_portal(backend="asyncio") as portal,
         portal.wrap_async_context_manager(serve(
