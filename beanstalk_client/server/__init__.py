@@ -10,9 +10,8 @@ For tests and development, not production (no binlog). Start it from async code 
     with run_server(max_job_size=1024) as server:
         ...
 
-The names load on first use (:mod:`jobwire._lazy`): importing the package imports neither
-the server nor anyio (``python -m beanstalk_client.server`` imports them itself, before it
-binds).
+The names load on first use (:mod:`jobwire._lazy`), so that ``python -m
+beanstalk_client.server`` can listen before it imports anyio and the server.
 """
 
 from __future__ import annotations

@@ -10,9 +10,8 @@ For tests and development, not production (no persistent queue). Start it from a
     with run_server() as server:
         ...
 
-The names load on first use (:mod:`jobwire._lazy`): importing the package imports neither
-the server nor anyio (``python -m gearman_client.server`` imports them itself, before it
-binds).
+The names load on first use (:mod:`jobwire._lazy`), so that ``python -m gearman_client.server``
+can listen before it imports anyio and the server.
 """
 
 from __future__ import annotations

@@ -10,9 +10,8 @@ For tests and development, not production (nothing is persisted). Start it from 
     with run_server() as server:
         ...
 
-The names load on first use (:mod:`jobwire._lazy`): importing the package imports neither
-the server nor anyio (``python -m workq_client.server`` imports them itself, before it
-binds).
+The names load on first use (:mod:`jobwire._lazy`), so that ``python -m workq_client.server``
+can listen before it imports anyio and the server.
 """
 
 from __future__ import annotations
