@@ -357,8 +357,7 @@ def body_qless_jobwire(srv: Process, size: int, n: int) -> Sample:
 
 def _evalsha(call: qless_scripts.ScriptCall[Any]) -> bytes:
     """The bytes jobwire's ``evalsha`` writes for ``call``."""
-    return encode_command(["EVALSHA", qless_scripts.SHA, len(call.keys), *call.keys,
-                           *call.args])
+    return encode_command(call.command_line())
 
 
 def body_qless_raw(srv: Process, size: int, n: int) -> Sample:

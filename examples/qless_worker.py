@@ -91,8 +91,8 @@ def main() -> int:
         print("counts:", queue.counts())
         print("failed by group:", client.failed())  # e.g. {'ValueError': 1}
         today = queue.stats()
-        print(f"today: {today['run']['total']} runs, mean "
-              f"{today['run']['mean'] * 1000:.1f} ms; {today['wait']['total']} waits, mean "
+        print(f"today: {today['run']['count']} runs, mean "
+              f"{today['run']['mean'] * 1000:.1f} ms; {today['wait']['count']} waits, mean "
               f"{today['wait']['mean'] * 1000:.1f} ms; {today['failures']} failures, "
               f"{today['retries']} retries")
     return 0

@@ -1,11 +1,13 @@
-"""qless on Redis: the qless client and workers (``Worker``, ``AsyncWorker``), the qless-core
-Lua script they share (``lua/qless.lua``), the Redis wire format (Sans-IO) and ``Redis`` /
+"""qless on Redis: the qless client and workers (``Worker``, ``AsyncWorker``), the Lua script
+they share (``lua/qless.lua``: qless-core's commands, keys and replies, so qless-py, the Ruby
+gem and the web UI share the same Redis), the Redis wire format (Sans-IO) and ``Redis`` /
 ``AsyncRedis`` connections.
 
     from qless_client import Client
     with Client("redis://127.0.0.1:6379/0") as client:
         jid = client.queue("emails").put("app.SendEmail", {"to": "a@example.com"})
-        for job in client.queue("emails").pop(10):
+        job = client.queues["emails"].pop()        # one job or None; pop(10): a list
+        if job is not None:
             job.complete()
 
 Every public name loads its module on first use (:mod:`jobwire._lazy`), so ``import
@@ -20,8 +22,18 @@ from jobwire._lazy import lazy_exports
 from jobwire._version import __version__ as __version__
 
 if TYPE_CHECKING:
-    from ._client_async import AsyncClient, AsyncJob, AsyncQueue, default_worker_name, new_jid
-    from ._client_sync import Client, Job, Queue
+    from ._client_async import (
+        AsyncClient,
+        AsyncJob,
+        AsyncJobs,
+        AsyncQueue,
+        AsyncQueues,
+        AsyncRecurringJob,
+        AsyncWorkers,
+        default_worker_name,
+        new_jid,
+    )
+    from ._client_sync import Client, Job, Jobs, Queue, Queues, RecurringJob, Workers
     from ._redis import AsyncRedis, Redis, RedisOptions, parse_redis_address
     from ._resp import (
         NEED_DATA,
@@ -52,9 +64,13 @@ __all__ = [
     "NEED_DATA",
     "AsyncClient",
     "AsyncJob",
+    "AsyncJobs",
     "AsyncQueue",
+    "AsyncQueues",
+    "AsyncRecurringJob",
     "AsyncRedis",
     "AsyncWorker",
+    "AsyncWorkers",
     "Attribute",
     "AuthenticationError",
     "BulkError",
@@ -65,11 +81,14 @@ __all__ = [
     "HasDependents",
     "Job",
     "JobNotFound",
+    "Jobs",
     "LostLock",
     "Next",
     "Push",
     "QlessError",
     "Queue",
+    "Queues",
+    "RecurringJob",
     "Redis",
     "RedisError",
     "RedisOptions",
@@ -79,6 +98,7 @@ __all__ = [
     "Verbatim",
     "Worker",
     "WorkerStats",
+    "Workers",
     "WrongQueue",
     "WrongState",
     "default_worker_name",
@@ -93,9 +113,11 @@ __getattr__, __dir__ = lazy_exports(
         "._redis": ["AsyncRedis", "Redis", "RedisOptions", "parse_redis_address"],
         "._resp": ["NEED_DATA", "Attribute", "Connection", "ConnectionClosed", "ErrorReply",
                    "Push", "Reply", "Verbatim", "encode_command"],
-        "._client_async": ["AsyncClient", "AsyncJob", "AsyncQueue", "default_worker_name",
+        "._client_async": ["AsyncClient", "AsyncJob", "AsyncJobs", "AsyncQueue", "AsyncQueues",
+                           "AsyncRecurringJob", "AsyncWorkers", "default_worker_name",
                            "new_jid"],
-        "._client_sync": ["Client", "Job", "Queue"],
+        "._client_sync": ["Client", "Job", "Jobs", "Queue", "Queues", "RecurringJob",
+                          "Workers"],
         ".errors": ["AuthenticationError", "BulkError", "HasDependents", "JobNotFound",
                     "LostLock", "QlessError", "RedisError", "ScriptError",
                     "WrongQueue", "WrongState"],

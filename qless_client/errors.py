@@ -6,8 +6,8 @@ The tree (the shared ``jobwire.errors`` classes are not repeated here)::
     └── QlessError                    base of every error this package raises on purpose
         ├── RedisError                an error reply from Redis (``-ERR ...``): a *result*
         │   ├── AuthenticationError   AUTH / HELLO ... AUTH refused, or NOAUTH / WRONGPASS
-        │   └── ScriptError           the qless script refused the call (``QLESS cmd: Reason``)
-        │       ├── JobNotFound       no job has that jid
+        │   └── ScriptError           the qless script refused the call (qless-core's message)
+        │       ├── JobNotFound       no job (or recurring job) has that jid
         │       ├── LostLock          the worker no longer holds the job's lock
         │       ├── WrongQueue        the job is not in the queue named
         │       ├── WrongState        the job is not in a state the call needs
@@ -20,6 +20,8 @@ connection; a server that goes away raises ``jobwire.ConnectionLost``.
 """
 
 from __future__ import annotations
+
+import re
 
 from jobwire.errors import BulkError as _BulkError
 from jobwire.errors import JobwireError
@@ -36,6 +38,7 @@ __all__ = [
     "WrongQueue",
     "WrongState",
     "error_for",
+    "split_script_error",
 ]
 
 
@@ -63,45 +66,78 @@ class AuthenticationError(RedisError):
     ``HELLO ... AUTH`` sent on connect), or wants some (``NOAUTH``)."""
 
 
-class ScriptError(RedisError):
-    """The qless script refused the call: ``QLESS <command>: <Reason>: <detail>``.
+_REDIS7_ERROR = re.compile(
+    r"^(?:ERR )?(?:user_script:\d+: )?(?P<text>.*?)"
+    r"(?: script: [0-9a-fA-F]{40}, on @user_script:\d+\.)?$",
+    re.DOTALL,
+)
+_FUNCTION = re.compile(r"^(?P<command>[A-Za-z][\w ]*)\(\): (?P<rest>.*)$", re.DOTALL)
 
-    Nothing was changed: the script checks everything before its first write. The message is
-    kept verbatim; :attr:`command`, :attr:`reason` and :attr:`detail` are its parts
-    (docs/qless.md lists every reason).
+
+def split_script_error(message: str) -> tuple[str, str, str, str]:
+    """Take apart an error a script raised, as Redis 7 answers it (``ERR user_script:<line>:
+    <text> script: <sha>, on @user_script:<line>.``): ``(text, command, reason, detail)``,
+    e.g. ``("Heartbeat(): Job given out to another worker: w1", "Heartbeat", "Job given out
+    to another worker", "w1")``."""
+    match = _REDIS7_ERROR.match(message)
+    text = match.group("text") if match else message
+    parts = _FUNCTION.match(text)
+    command, rest = (parts.group("command"), parts.group("rest")) if parts else ("", text)
+    reason, _, detail = rest.partition(": ")
+    return text, command, reason, detail
+
+
+class ScriptError(RedisError):
+    """The qless script refused the call, with qless-core's message, as Redis 7 wraps an error
+    raised by a script::
+
+        ERR user_script:786: Heartbeat(): Job given out to another worker: w1 script: <sha>, ...
+
+    The message is kept verbatim; :attr:`text` is qless-core's part of it, and
+    :attr:`command`, :attr:`reason` and :attr:`detail` are its parts (``Heartbeat``, ``Job
+    given out to another worker``, ``w1``). The subclass is picked from qless-core's text (the
+    table in docs/qless.md).
     """
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
-        parts = message[6:].split(": ", 2) if message.startswith("QLESS ") else [""]
-        #: The script command that refused (``"complete"``, ``"heartbeat"``...).
-        self.command = parts[0]
-        #: Why, in the script's words (``"Lost lock"``, ``"Job does not exist"``...).
-        self.reason = parts[1] if len(parts) > 1 else ""
-        #: The particulars (``"job j1 is held by w2"``).
-        self.detail = parts[2] if len(parts) > 2 else ""
+        text, command, reason, detail = split_script_error(message)
+        #: qless-core's message (``"Complete(): Job does not exist"``).
+        self.text = text
+        #: The script function that refused (``"Complete"``, ``"Heartbeat"``...), or "".
+        self.command = command
+        #: Why, in qless-core's words (``"Job does not exist"``...).
+        self.reason = reason
+        #: The particulars (the worker holding the job, its state...).
+        self.detail = detail
 
 
 class JobNotFound(ScriptError):
-    """No job has that jid (it never existed, was cancelled, or was pruned)."""
+    """No job has that jid (it never existed, was cancelled, or was pruned); also no recurring
+    job, for the ``recur.*`` calls. qless-core: ``... does not exist``, ``No recurring job``."""
 
 
 class LostLock(ScriptError):
-    """The worker does not hold the job's lock any more: it expired, another worker popped
-    the job, or the job was moved, failed or cancelled. The job must not be completed."""
+    """The worker does not hold the job's lock any more: another worker popped the job
+    (qless-core: ``... another worker``), or it is not running any more (timed out, moved,
+    failed, completed: ``Job (is) not currently running`` to ``complete``, ``retry`` or
+    ``heartbeat``). The job must not be completed."""
 
 
 class WrongQueue(ScriptError):
-    """The job is not in the queue the call named."""
+    """The job is not in the queue the call named (``complete`` or ``retry`` naming another
+    queue: ``Job is in queue "a", not "b"``, a check jobwire's script keeps where qless-core
+    would leave the job's lock behind)."""
 
 
 class WrongState(ScriptError):
-    """The job is not in a state the call works on (``depends`` of a job not waiting on
-    dependencies)."""
+    """The job is not in a state the call works on: ``fail`` or ``timeout`` of a job that is
+    not running, ``depends`` of a job not waiting on dependencies."""
 
 
 class HasDependents(ScriptError):
-    """A job outside the call depends on a job being cancelled."""
+    """A job outside the call depends on a job being cancelled (qless-core: ``... is a
+    dependency of ... but is not mentioned to be canceled``)."""
 
 
 class BulkError(_BulkError, QlessError):
@@ -118,13 +154,25 @@ class BulkError(_BulkError, QlessError):
 _AUTH_CODES = frozenset({"NOAUTH", "WRONGPASS"})
 
 
-_SCRIPT_REASONS: dict[str, type[ScriptError]] = {
-    "Job does not exist": JobNotFound,
-    "Lost lock": LostLock,
-    "Wrong queue": WrongQueue,
-    "Wrong state": WrongState,
-    "Has dependents": HasDependents,
-}
+#: ``retry``/``complete``/``heartbeat``: a job that is not running is a lock lost.
+_LOCK_CALLS = frozenset({"Complete", "Retry", "Heartbeat"})
+
+
+def _script_error_class(text: str, command: str) -> type[ScriptError]:
+    """The typed error for qless-core's message ``text`` from its function ``command``."""
+    if "does not exist" in text or text.startswith("Recur(): No recurring job"):
+        return JobNotFound
+    if "another worker" in text:
+        return LostLock
+    if "not currently running" in text:
+        return LostLock if command in _LOCK_CALLS else WrongState
+    if "not running" in text or "not in the depends state" in text:
+        return WrongState
+    if "is a dependency of" in text:
+        return HasDependents
+    if 'is in queue "' in text or "not in queue" in text:
+        return WrongQueue
+    return ScriptError
 
 
 def error_for(message: str) -> RedisError:
@@ -132,7 +180,8 @@ def error_for(message: str) -> RedisError:
     code = message.split(" ", 1)[0]
     if code in _AUTH_CODES:
         return AuthenticationError(message)
-    if code == "QLESS":
-        reason = message[6:].split(": ", 2)[1:2]
-        return _SCRIPT_REASONS.get(reason[0] if reason else "", ScriptError)(message)
+    if "user_script:" in message:
+        error = ScriptError(message)
+        cls = _script_error_class(error.text, error.command)
+        return error if cls is ScriptError else cls(message)
     return RedisError(message)

@@ -26,16 +26,18 @@ What a handler's outcome does
 
 Locks and heartbeats
 --------------------
-A popped job is locked for the queue's lock length (config ``heartbeat-<queue>``, else
+A popped job is locked for the queue's lock length (config ``<queue>-heartbeat``, else
 ``heartbeat``, 60 s by default); the pop answers the expiry. One heartbeat task renews every
 held job's lock when half of what is left has passed (a 1 s lock: every 0.5 s), for as long as
-its handler runs. When a heartbeat is refused (``LostLock``: the lock expired, or another client
-moved, failed, cancelled or re-popped the job; ``JobNotFound``: it was cancelled), the job is
-*lost*: ``job.lost`` is set, an async handler is cancelled (a sync one, in its thread, cannot be:
-it should look at ``job.lost``), and nothing is reported for it; the worker never completes,
-fails or retries a job it knows it lost. ``complete`` and ``retry`` are refused by the script
-for a lock that is not ours; ``fail`` is not (any state can fail), so the worker heartbeats
-first and fails only if that was accepted.
+its handler runs. A lock is lost the way qless-core reports it: a heartbeat is refused with
+``LostLock`` (``Job given out to another worker``: another worker popped the job after the lock
+ran out and the grace period passed, or it was moved and popped; ``Job not currently running``:
+it was timed out, moved, failed or completed by another client) or ``JobNotFound`` (cancelled).
+The job is then *lost*: ``job.lost`` is set, an async handler is cancelled (a sync one, in its
+thread, cannot be: it should look at ``job.lost``), and nothing is reported for it; the worker
+never completes, fails or retries a job it knows it lost. ``complete`` and ``retry`` are
+refused by the script for a lock that is not ours; ``fail`` only checks that the job is running,
+not by whom, so the worker heartbeats first and fails only if that was accepted.
 
 Popping
 -------
@@ -62,9 +64,10 @@ connection that qless needs, so when the server goes away the next call opens a 
 (and reloads the script after a restart); the pump waits with jittered exponential back-off
 (``backoff``) between failed pops, and reports are retried until the job's lock runs out. A
 report whose reply never came may have been run anyway (a server that stalled, then went on):
-when the copy sent again is refused, the job's history is read back, and if it holds what the
-unanswered copy wrote (its exact ``now``, this worker's name) the report counts as done; only
-otherwise is the job lost (docs/qless.md).
+when the copy sent again is refused, the job's history is read back, and if it shows what the
+unanswered copy did after this worker's pop (``done`` at its ``now``, in whole seconds; for a
+retry, the job back in its queue with one retry less and nothing after the pop) the report
+counts as done; only otherwise is the job lost (docs/qless.md).
 
 Events
 ------
@@ -72,10 +75,12 @@ With ``events=`` (a :class:`jobwire.events.EventSink`) the worker records ``rese
 job a pop hands it, ``completed``, ``failed`` (group = the failure group sent), ``retried``
 (followed by ``failed``, group ``failed-retries-<queue>``, when the script failed the job for
 running out of retries) and ``lost``. The time of each is exactly the ``now`` the call that did
-it passed to the script, and a ``reserved`` event's ``put_time`` is the popped job's last history
-entry's ``put``: the values the script's statistics (``ql:s:*``) are computed from, so metrics
-computed from the events match them. Every call on the worker's connection is seen, the ones a
-handler makes on its job (``job.complete()``...) and the hand-backs included.
+it passed to the script, and a ``reserved`` event's ``put_time`` is when the wait the script
+counts began: as qless-core does, the job's last put, pop or completion before this pop (a
+retried or timed-out job's wait runs from its previous pop), read from its history, so in whole
+seconds (the script itself uses the exact time, which a job's description leaves out). Every
+call on the worker's connection is seen, the ones a handler makes on its job
+(``job.complete()``...) and the hand-backs included.
 """
 
 from __future__ import annotations
@@ -112,7 +117,7 @@ from ._client_sync import Client, Job
 from ._popguard import AsyncPopGuard, give_back
 from ._redis import AsyncRedis
 from ._resp import Push
-from .errors import JobNotFound, LostLock, RedisError, ScriptError, WrongQueue
+from .errors import JobNotFound, LostLock, RedisError, ScriptError, WrongQueue, WrongState
 
 __all__ = ["AsyncWorker", "Next", "RetryPolicy", "Worker", "WorkerStats"]
 
@@ -123,7 +128,7 @@ AsyncHandler = Callable[[AsyncJob], Awaitable[object]]
 SyncHandler = Callable[[Job], object]
 Mode = Literal["ordered", "round-robin"]
 #: The script's refusals that mean "this job is not ours any more".
-_NOT_OURS = (LostLock, JobNotFound, WrongQueue)
+_NOT_OURS = (LostLock, JobNotFound, WrongQueue, WrongState)
 #: Longest wait for a hand-back (``retry``) when handlers are cancelled.
 GIVE_BACK_TIMEOUT = 10.0
 
@@ -729,14 +734,15 @@ class AsyncWorker:
             if nxt is None:
                 return sc.complete(now, job.jid, job.worker, queue, data)
             return sc.complete(now, job.jid, job.worker, queue, data, next=nxt.queue,
-                               delay=nxt.delay, depends=list(nxt.depends) or None)
+                               delay=nxt.delay or None, depends=list(nxt.depends) or None)
 
         def landed(raw: sc.JobData, now: float) -> str | None:
-            # complete writes ``done`` into the stage this worker popped (then, with a next
-            # queue, a new stage there).
-            for entry in raw["history"]:
-                if _at(entry.get("done"), now) and entry.get("worker") == job.worker:
-                    return "complete" if nxt is None else raw["state"]
+            # complete adds ``done`` (at ``now``, whole seconds) after this worker's pop
+            # (then, with a next queue, a ``put`` there).
+            after = _after_my_pop(raw, job.worker)
+            if after is not None and any(e.get("what") == "done" and _at(e.get("when"), now)
+                                         for e in after):
+                return "complete" if nxt is None else raw["state"]
             return None
 
         state = await self._send(held, "complete", build, landed)
@@ -748,15 +754,18 @@ class AsyncWorker:
         job = held.job
         queue = job.queue or ""
         def landed(raw: sc.JobData, now: float) -> int | None:
-            # retry adds a stage in the queue, put at ``now``, after the stage this worker
-            # popped; with no retries left it writes ``failed`` into that stage instead.
-            history = raw["history"]
-            for i, entry in enumerate(history):
-                if _at(entry.get("failed"), now) and entry.get("worker") == job.worker:
-                    return min(-1, int(raw["remaining"]))
-                if (i and _at(entry.get("put"), now) and entry.get("q") == queue
-                        and history[i - 1].get("worker") == job.worker):
-                    return max(0, int(raw["remaining"]))
+            # retry writes no history: the job is back in its queue with one retry less and
+            # nothing after this worker's pop; with no retries left it adds ``failed`` (at
+            # ``now``, whole seconds) instead.
+            after = _after_my_pop(raw, job.worker)
+            if after is None:
+                return None
+            if raw["state"] == "failed" and any(
+                    e.get("what") == "failed" and _at(e.get("when"), now) for e in after):
+                return min(-1, int(raw["remaining"]))
+            if (not after and raw["state"] in ("waiting", "scheduled")
+                    and raw["remaining"] == job.remaining - 1):
+                return max(0, int(raw["remaining"]))
             return None
 
         left = await self._send(
@@ -937,22 +946,40 @@ def _describe(shown: object, worker: AsyncWorker) -> str:
 
 
 def _at(value: object, now: float) -> bool:
-    """Whether a history time is ``now`` (both are the ``now`` a call sent, in ms)."""
+    """Whether a history time is ``now``: the script writes ``floor(now)``."""
     return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and abs(value - now) < 0.0005)
+            and value == math.floor(now))
 
 
 def _sent_now(call: sc.ScriptCall[Any]) -> float:
-    """The ``now`` a script call carries, exactly as the script reads it (ms precision)."""
-    return float(call.args[1])
+    """The ``now`` a script call carries, exactly as the script reads it."""
+    return call.now
+
+
+def _after_my_pop(raw: sc.JobData, worker: str) -> list[sc.HistoryEntry] | None:
+    """The history entries after ``worker``'s last pop of the job; None when it has none."""
+    history = raw["history"]
+    for i in range(len(history) - 1, -1, -1):
+        if history[i].get("what") == "popped" and history[i].get("worker") == worker:
+            return history[i + 1:]
+    return None
+
+
+#: The history events at which qless-core sets a job's ``time``, the start of the next wait.
+_WAIT_STARTS = frozenset({"put", "popped", "done"})
 
 
 def _put_time(raw: sc.JobData) -> float | None:
-    """When a popped job's current wait began, as the script's ``pop`` counts it: its last
-    history entry's ``put``."""
+    """When a popped job's wait began, as qless-core's ``pop`` counts it (``now`` minus the
+    job's ``time``): the last ``put``, ``popped`` or ``done`` in its history before this pop
+    (the last entry), in whole seconds."""
     history = raw.get("history") or []
-    put = history[-1].get("put") if history else None
-    return float(put) if isinstance(put, (int, float)) and not isinstance(put, bool) else None
+    for entry in reversed(history[:-1]):
+        when = entry.get("when")
+        if entry.get("what") in _WAIT_STARTS and isinstance(when, (int, float)) \
+                and not isinstance(when, bool):
+            return float(when)
+    return None
 
 
 class _Observed(AsyncClient):
@@ -1024,7 +1051,8 @@ class _Observed(AsyncClient):
         else:  # retry
             self._emit("retried", now, queue, jid, attempt)
             if result < 0:  # no retries were left: the script failed the job
-                self._emit("failed", now, queue, jid, attempt, group=f"failed-retries-{queue}")
+                group = call.args[6] if len(call.args) > 6 else f"failed-retries-{queue}"
+                self._emit("failed", now, queue, jid, attempt, group=group)
 
     def observe(self, call: sc.ScriptCall[Any], result: Any) -> None:
         """Record ``call`` as run with ``result``: a call whose reply was lost, found run in

@@ -307,7 +307,9 @@ def test_qless_worker(fresh_redis: RedisServer) -> None:
         assert failed.failure is not None and failed.failure["group"] == "ValueError"
         retried = client.get(busy)
         assert retried is not None and retried.state == "complete"
-        assert retried.remaining == retried.retries - 1  # one retry used
+        # popped twice (a retry in between); qless-core's complete restores ``remaining``
+        assert [e["what"] for e in retried.history].count("popped") == 2
         assert len(client.completed()) == 11
         stats = queue.stats()
-        assert (stats["retries"], stats["failures"], stats["run"]["total"]) == (1, 1, 11)
+        # qless-core counts only expired locks as retries, and ``fail`` calls as failures
+        assert (stats["retries"], stats["failures"], stats["run"]["count"]) == (0, 1, 11)

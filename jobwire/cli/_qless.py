@@ -99,13 +99,17 @@ def _job_json(job: Job) -> dict[str, Any]:
     }
 
 
-def _stage(entry: Any) -> str:
-    parts = [f"{_text(entry.get('q', ''))}:"]
-    for what in ("put", "popped", "done", "failed"):
-        if entry.get(what):
-            parts.append(f"{what} {_time(entry[what])}")
+def _event(entry: Any) -> str:
+    """One history event: ``<when> <what> [in <q>] [by <worker>] [<group>]``."""
+    when = entry.get("when")
+    shown = _time(when) if isinstance(when, (int, float)) else None
+    parts = [shown or "?", _text(entry.get("what"))]
+    if entry.get("q"):
+        parts.append(f"in {_text(entry['q'])}")
     if entry.get("worker"):
         parts.append(f"by {_text(entry['worker'])}")
+    if entry.get("group"):
+        parts.append(_text(entry["group"]))
     return " ".join(parts)
 
 
@@ -124,7 +128,7 @@ def _job_fields(job: Job) -> dict[str, str]:
                              f"by {_text(job.failure['worker'])}")
         fields["message"] = _text(job.failure["message"])
     fields["data"] = _data(job.data)
-    fields["history"] = "\n".join(_stage(entry) for entry in job.history)
+    fields["history"] = "\n".join(_event(entry) for entry in job.history)
     return fields
 
 
@@ -138,9 +142,10 @@ def queues(url: str) -> None:
     with _connect(url) as client:
         counts = client.queues()
     show(counts, table=lambda: rows_table(
-        ["queue", "waiting", "running", "stalled", "scheduled", "depends", "recurring"],
+        ["queue", "waiting", "running", "stalled", "scheduled", "depends", "recurring",
+         "paused"],
         [[_text(q["name"]), q["waiting"], q["running"], q["stalled"], q["scheduled"],
-          q["depends"], q["recurring"]] for q in counts]))
+          q["depends"], q["recurring"], "yes" if q["paused"] else ""] for q in counts]))
 
 
 @group.command()
@@ -152,7 +157,9 @@ def queues(url: str) -> None:
               help="List at most this many jobs.")
 @common
 def jobs(url: str, state: str, queue: str | None, offset: int, count: int) -> None:
-    """The jids of QUEUE in STATE, one per line (complete: of every queue, newest first)."""
+    """The jids of QUEUE in STATE, one per line (complete: of every queue, newest first;
+    waiting: in the order pop hands them out, which, as qless-core's peek, first moves due
+    scheduled and recurring jobs into the queue)."""
     state = "complete" if state == "completed" else state
     if state == "complete" and queue is not None:
         raise click.UsageError("complete jobs are listed across queues: give no QUEUE")
@@ -161,6 +168,12 @@ def jobs(url: str, state: str, queue: str | None, offset: int, count: int) -> No
     with _connect(url) as client:
         if queue is None:
             jids = client.completed(offset, count)
+        elif state == "waiting":
+            # qless-core's ``jobs`` has no waiting state: peek (which lists stalled jobs first)
+            target = client.queue(queue)
+            ahead = target.counts()["stalled"]
+            peeked = target.peek(offset + count + ahead)
+            jids = [job.jid for job in peeked if job.state == "waiting"][offset:offset + count]
         else:
             jids = client.queue(queue).jobs(state, offset, count)
     if jids or json_mode():
@@ -260,7 +273,8 @@ def unfail(url: str, group_: str, queue: str, count: int) -> None:
 @click.argument("klass")
 @click.argument("data")
 @click.option("--jid", default=None, help="The job id (default: a new one).")
-@click.option("--priority", type=int, default=None, help="Lower is popped sooner (default 0).")
+@click.option("--priority", type=int, default=None,
+              help="Higher is popped sooner (default 0).")
 @click.option("--tag", "tags", multiple=True, help="A tag (repeat for more).")
 @click.option("--delay", type=click.FloatRange(min=0), default=0.0, show_default=True,
               help="Seconds before the job may be popped.")
@@ -283,6 +297,21 @@ def put(url: str, queue: str, klass: str, data: str, jid: str | None, priority: 
             retries=retries, depends=list(depends) or None,
         )
     show({"jid": added, "queue": queue}, text=_plain(added))
+
+
+@group.command()
+@click.option("--dry-run", is_flag=True, help="Count what would change; write nothing.")
+@common
+def migrate(url: str, dry_run: bool) -> None:
+    """Move data written by jobwire's first qless script to qless-core's layout (stop every
+    worker first; running it again changes nothing). Prints what changed, by kind."""
+    from dataclasses import asdict
+
+    from qless_client.migrate import migrate as run
+
+    report = asdict(run(url, dry_run=dry_run))
+    show(report, table=lambda: kv_table({k.replace("_", " "): v for k, v in report.items()},
+                                        title="would change" if dry_run else "changed"))
 
 
 # -- config ---------------------------------------------------------------------------------
@@ -315,7 +344,8 @@ def config_get(url: str, key: str | None) -> None:
 @click.argument("value")
 @common
 def config_set(url: str, key: str, value: str) -> None:
-    """Set option KEY to VALUE (qless' own options take numbers >= 0)."""
+    """Set option KEY to VALUE (qless' own options are numbers; per queue:
+    QUEUE-heartbeat, QUEUE-max-concurrency)."""
     with _connect(url) as client:
         client.config_set(key, value)
     show({key: value}, text=f"{_plain(key)} = {_plain(value)}")
@@ -356,8 +386,8 @@ def top(url: str, interval: float, count: int | None) -> None:
                     "waiting": counts["waiting"], "running": counts["running"],
                     "stalled": counts["stalled"], "scheduled": counts["scheduled"],
                     "depends": counts["depends"], "recurring": counts["recurring"],
-                    "failed": stats["failed"], "popped": stats["wait"]["total"],
-                    "completed": stats["run"]["total"],
+                    "failed": stats["failed"], "popped": stats["wait"]["count"],
+                    "completed": stats["run"]["count"],
                 }
             return rows
 

@@ -24,8 +24,8 @@ from typing import Any
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamReader,
     InputPartition,
-    SimpleDataSourceStreamReader,
 )
 from pyspark.sql.types import (
     ArrayType,
@@ -365,14 +365,14 @@ class QlessDataSource(DataSource):
         return QlessTableReader(Settings.parse(opts), table, state,
                                 opts.check("group", _text("group"), None))
 
-    def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         opts = self._opts()
         if opts.has("table"):
             raise opts.error("table", "a stream reads jobs: leave 'table' out")
         settings = Settings.parse(opts)
         if settings.queue is None:
             raise opts.error("queue", "is required: the queue to pop from")
-        return QlessStream(settings, settings.queue)
+        return QlessStream(settings, settings.queue).settling(opts)
 
 
 # -- sink ----------------------------------------------------------------------------------------
@@ -582,12 +582,23 @@ class QlessTableReader(DataSourceReader):
             return
         if state == "complete":
             for job in self._described(client, self._pages(client, "complete", None)):
-                history = job.get("history") or [{}]
-                if queue is None or history[-1].get("q") == queue:
+                puts = [e for e in job.get("history") or () if e.get("q")]
+                if queue is None or (puts and puts[-1].get("q") == queue):
                     yield job_row(job)
             return
         queues = [queue] if queue is not None else [
             q["name"] for q in client._run(sc.queues(client.clock()))]
+        if state == "waiting":
+            # qless-core's ``jobs`` lists no waiting jobs: ``peek`` (in pop order; it lists
+            # stalled jobs first, left out here, and puts due scheduled and recurring jobs in)
+            for name in queues:
+                counts = client._run(sc.queue(client.clock(), name))
+                want = counts["waiting"] + counts["stalled"]
+                if want:
+                    for job in client._run(sc.peek(client.clock(), name, want)):
+                        if job["state"] == "waiting":
+                            yield job_row(job)
+            return
         for name in queues:
             jids = self._pages(client, state, name)
             if state == "recurring":
@@ -617,11 +628,14 @@ class QlessTableReader(DataSourceReader):
                     yield job
 
     @staticmethod
-    def _failed(client: Client, group: str) -> Iterator[sc.FailedJobData]:
+    def _failed(client: Client, group: str) -> Iterator[sc.JobData]:
+        """The jobs of failure ``group``, newest first: ``failed <group>`` pages of jids
+        (qless-core's ``limit`` is the page's end), each page described by ``multiget``."""
         offset = 0
         while True:
-            page = client._run(sc.failed(client.clock(), group, offset, PAGE))
-            yield from page["jobs"]
+            page = client._run(sc.failed(client.clock(), group, offset, offset + PAGE))
+            if page["jobs"]:
+                yield from client._run(sc.multiget(client.clock(), *page["jobs"]))
             if len(page["jobs"]) < PAGE:
                 return
             offset += PAGE
@@ -660,9 +674,9 @@ class QlessStream(HeldJobsReader[str]):
     background thread (``heartbeat`` when half of a lock's time is left), and completes them
     (pipelined ``complete`` with their data unchanged) when the batch commits.
 
-    A driver that dies stops heartbeating: the jobs' locks run out (``heartbeat-<queue>``
-    seconds, ``heartbeat`` by default: 60) and the next ``pop`` hands them out again, counting
-    one retry each.
+    A driver that dies stops heartbeating: the jobs' locks run out (``<queue>-heartbeat``
+    seconds, ``heartbeat`` by default: 60) and, after qless-core's ``grace-period``, a
+    ``pop`` hands them out again, counting one retry each.
     """
 
     fmt = "qless"

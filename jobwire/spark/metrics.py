@@ -12,8 +12,8 @@ The result has one row per (system, queue, day) and the schema :data:`METRICS_SC
 shape of qless's own ``stats`` answer (``qless_client.Stats``):
 
     system: string, queue: string, day: date (UTC),
-    wait: struct<total: long, mean: double, variance: double, histogram: array<long>[287]>,
-    run:  struct<total: long, mean: double, variance: double, histogram: array<long>[287]>,
+    wait: struct<total: long, mean: double, variance: double, histogram: array<long>[148]>,
+    run:  struct<total: long, mean: double, variance: double, histogram: array<long>[148]>,
     failures: long, retries: long, failed: long
 
 How each number is made (the rules are those of docs/events.md; docs/spark.md, "Job metrics",
@@ -37,9 +37,11 @@ says the rest):
   updates them per row as Welford does and merges partitions with Chan's formulas), then
   Chan's parallel merge over the buckets: ``M2 = sum(M2_b + n_b * (mean_b - mean)^2)``. No
   sum of squares is ever formed.
-* The histogram: qless's 287 buckets (``qless_client._scripts.BUCKETS``: ``s0``..``s59``,
-  ``m1``..``m59``, ``q4``..``q95``, ``h24``..``h71``, ``d3``..``d30``; half-open, ``d30`` also
-  holds everything longer); see :func:`bucket_index`.
+* The histogram: qless-core's 148 buckets (``qless_client._scripts.BUCKETS``: ``s0``..``s59``,
+  ``m1``..``m59``, ``h1``..``h23``, ``d1``..``d6``; half-open). A duration of 7 days or more
+  counts in ``total`` and ``mean`` but in no bucket, as in qless-core's ``stats``; see
+  :func:`bucket_index`. (qless-core's ``stats`` reports ``count`` and ``std``: ``total`` and
+  ``variance`` here are the same count and ``std`` squared.)
 """
 
 from __future__ import annotations
@@ -135,18 +137,17 @@ _EVENTS = (*_WAIT_STARTS, "reserved", *_ENDS)
 _RANGES = (
     (0, 60.0, 1, 0),  # s0..s59
     (60, 3600.0, 60, 1),  # m1..m59
-    (119, float(_DAY), 900, 4),  # q4..q95
-    (211, 3.0 * _DAY, 3600, 24),  # h24..h71
+    (119, float(_DAY), 3600, 1),  # h1..h23
 )
-_FIRST_DAY_BUCKET = 259  # d3
-_LAST_DAY = 30  # d30 holds 30 days and everything longer
+_FIRST_DAY_BUCKET = 142  # d1; d7 and later (index 148 on) are in no bucket of the histogram
 _NBUCKETS = len(BUCKETS)
 
 
 def bucket_index(seconds: Column) -> Column:
-    """The histogram bucket (0..286, the position in :data:`BUCKETS`) of a duration column in
-    seconds, as qless's script picks it: negative counts as 0, ``floor`` per unit, half-open
-    ranges. A null duration gives null."""
+    """The histogram bucket (0..147, the position in :data:`BUCKETS`) of a duration column in
+    seconds, as qless-core's script picks it: negative counts as 0, ``floor`` per unit,
+    half-open ranges; 148 and up for 7 days or more (``d7``...: in no bucket of the
+    histogram). A null duration gives null."""
     x = F.greatest(seconds, F.lit(0.0))
 
     def index(first: int, unit: int, first_unit: int) -> Column:
@@ -156,8 +157,8 @@ def bucket_index(seconds: Column) -> Column:
     out = F.when(x < below, index(first, unit, first_unit))
     for first, below, unit, first_unit in _RANGES[1:]:
         out = out.when(x < below, index(first, unit, first_unit))
-    days = F.least(F.floor(x / _DAY), F.lit(_LAST_DAY)).cast("int")
-    return out.otherwise(days + (_FIRST_DAY_BUCKET - 3)).cast("int")
+    days = F.floor(x / _DAY).cast("int")
+    return out.otherwise(days + (_FIRST_DAY_BUCKET - 1)).cast("int")
 
 
 def _is_local(path: str) -> bool:
@@ -379,8 +380,8 @@ def _file_stem(system: str, queue: str) -> str:
     return safe
 
 
-#: Tick labels of the plots: the first bucket of each resolution and a few in between.
-_TICKS = ("s0", "s30", "m1", "m30", "q4", "q48", "h24", "h48", "d3", "d14", "d30")
+#: What each bucket name's letter stands for (the axis label says it for the letters shown).
+_UNITS = {"s": "seconds", "m": "minutes", "q": "quarter hours", "h": "hours", "d": "days"}
 
 
 def plot_histograms(
@@ -388,9 +389,11 @@ def plot_histograms(
 ) -> list[Path]:
     """Draw the wait and run histograms of each (system, queue), summed over the days in
     ``metrics``, to ``<out_dir>/<system>-<queue>.png`` (one figure per queue: wait above, run
-    below; counts on a log scale when they span more than a factor of 100). At most
-    ``max_plots`` queues, those with the most waits and runs. One Spark job; only the summed
-    histograms (287 numbers per queue and kind) reach the driver.
+    below). Each shows only the buckets that hold jobs, in bucket order, named on the axis
+    (a dashed line marks where empty buckets were left out), with each bar's count written on
+    it and their sum in the title. Counts are on a log scale when they span more than a factor
+    of 100. At most ``max_plots`` queues, those with the most waits and runs. One Spark job;
+    only the summed histograms reach the driver.
 
     Returns:
         the PNG files written, in (system, queue) order.
@@ -402,7 +405,6 @@ def plot_histograms(
     if isinstance(max_plots, bool) or not isinstance(max_plots, int) or max_plots < 1:
         raise ValueError(f"max_plots must be an int >= 1, not {max_plots!r}")
     from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
 
     per_queue = metrics.groupBy("system", "queue").agg(
         F.sum(F.col("wait.total") + F.col("run.total")).alias("jobs"),
@@ -420,43 +422,69 @@ def plot_histograms(
         .agg(F.sum("pair.w").alias("wait"), F.sum("pair.r").alias("run"))
         .join(top, ["system", "queue"])
     )
+    nbuckets = len(BUCKETS)
     heads: dict[tuple[str, str], Any] = {}
     counts: dict[tuple[str, str], dict[str, list[int]]] = {}
     for row in sums.collect():
         key = (row["system"], row["queue"])
         heads[key] = row
-        slot = counts.setdefault(key, {"wait": [0] * _NBUCKETS, "run": [0] * _NBUCKETS})
-        slot["wait"][row["bucket"]] = int(row["wait"])
-        slot["run"][row["bucket"]] = int(row["run"])
+        slot = counts.setdefault(key, {"wait": [0] * nbuckets, "run": [0] * nbuckets})
+        slot["wait"][row["bucket"]] = int(row["wait"] or 0)
+        slot["run"][row["bucket"]] = int(row["run"] or 0)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    ticks = [BUCKETS.index(name) for name in _TICKS]
     for system, queue in sorted(counts):
         head = heads[(system, queue)]
         days = f"{head['first']}" + (f" .. {head['last']}" if head["last"] != head["first"] else "")
-        fig = Figure(figsize=(12, 6), layout="constrained")
-        axes = fig.subplots(2, 1, sharex=True)
+        kinds = counts[(system, queue)]
+        widest = max(sum(1 for v in kinds[k] if v) for k in ("wait", "run"))
+        fig = Figure(figsize=(max(9.0, min(24.0, 3.0 + 0.45 * widest)), 7), layout="constrained")
+        axes = fig.subplots(2, 1)
         for ax, kind in zip(axes, ("wait", "run"), strict=True):
-            values = counts[(system, queue)][kind]
-            ax.bar(range(_NBUCKETS), values, width=1.0, color="#3b6ea8")
-            for start in (60, 119, 211, 259):
-                ax.axvline(start - 0.5, color="#999999", linewidth=0.8)
-            nonzero = [v for v in values if v]
-            if nonzero and max(nonzero) > 100 * min(nonzero):
-                ax.set_yscale("log")
-                ax.set_ylim(bottom=0.5)
-            else:
-                ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-            ax.set_ylabel("jobs")
-            ax.set_title(f"{system} / {queue}: {kind} time ({sum(values)} jobs, {days} UTC)")
-        axes[-1].set_xticks(ticks, list(_TICKS))
-        axes[-1].set_xlim(-0.5, _NBUCKETS - 0.5)
-        axes[-1].set_xlabel("bucket (s: seconds, m: minutes, q: quarter hours, h: hours, d: days)")
+            _draw_histogram(ax, kinds[kind], f"{system} / {queue}: {kind} time", days)
         path = out / f"{_file_stem(system, queue)}.png"
-        fig.savefig(path, format="png", dpi=80)
+        fig.savefig(path, format="png", dpi=90)
         written.append(path)
     return written
+
+
+def _draw_histogram(ax: Any, values: Sequence[int], title: str, days: str) -> None:
+    """One histogram on ``ax``: a bar per bucket that holds jobs (bucket order, named), its
+    count on it, the total in the title."""
+    from matplotlib.ticker import MaxNLocator
+
+    shown = [i for i, v in enumerate(values) if v]
+    total = sum(values)
+    ax.set_title(f"{title}: {total:,} jobs in {len(shown)} bucket(s), {days} UTC", loc="left")
+    ax.set_ylabel("jobs")
+    if not shown:
+        ax.text(0.5, 0.5, "none", transform=ax.transAxes, ha="center", va="center")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        return
+    heights = [values[i] for i in shown]
+    bars = ax.bar(range(len(shown)), heights, width=0.8, color="#3b6ea8")
+    if max(heights) > 100 * min(heights):
+        ax.set_yscale("log")
+        ax.set_ylim(0.5, max(heights) * 3)
+    else:
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylim(0, max(heights) * 1.15)
+    if len(shown) <= 60:
+        ax.bar_label(bars, labels=[f"{h:,}" for h in heights], fontsize=8, padding=1)
+    for k in range(1, len(shown)):
+        if shown[k] - shown[k - 1] > 1:  # empty buckets left out here
+            ax.axvline(k - 0.5, color="#999999", linewidth=0.8, linestyle="--")
+    pad = max(0.0, (6 - len(shown)) / 2)  # a few buckets: bars of a sensible width
+    ax.set_xlim(-0.6 - pad, len(shown) - 0.4 + pad)
+    names = [BUCKETS[i] for i in shown]
+    ax.set_xticks(range(len(shown)), names, rotation=90 if len(shown) > 24 else 0,
+                  fontsize=8 if len(shown) > 24 else 9)
+    units = sorted({n[0] for n in names}, key=lambda u: list(_UNITS).index(u)
+                   if u in _UNITS else len(_UNITS))
+    ax.set_xlabel("buckets holding jobs (" + ", ".join(
+        f"{u}: {_UNITS.get(u, u)}" for u in units) + "); dashed line: empty buckets left out")
 
 
 def _table(rows: Sequence[Any]) -> str:

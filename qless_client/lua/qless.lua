@@ -1,107 +1,83 @@
--- qless.lua: the qless job queue as one Redis Lua script (jobwire's own, written from the
--- qless-core document; docs/qless.md is the reference for every rule below).
+-- qless.lua: jobwire's own implementation of the qless-core script.
 --
--- Called as   EVALSHA <sha> <numkeys> <keys...> <command> <now> <args...>
+-- qless keeps its jobs in Redis and makes every change through one Lua script. This script is
+-- written for jobwire to behave as the qless-core script that deployments run (the one
+-- qless-py 0.11.4 and the Ruby `qless` gem ship): the same commands, keys, encodings, replies,
+-- pub/sub events and error texts, so that jobwire, qless-py, the Ruby gem and qless-web can
+-- share one Redis. Where it deliberately differs (it refuses input that would make qless-core
+-- corrupt its data or crash), docs/qless.md lists each case.
 --
---   * <command> is one of the names in COMMANDS at the bottom of this file;
---   * <now> is the caller's clock, UTC seconds as a decimal (milliseconds precision: Lua has no
---     clock, and equal priorities are popped in the order of these times);
---   * KEYS must be exactly the keys the call can name from its own arguments, in the order the
---     command's `keys` function lists them (qless_client/_scripts.py builds the same list). A
---     call whose KEYS differ is refused before anything is read or written. Keys reached through
---     data (a job's old queue, its dependents, its tags, its worker) are not known at call time
---     and are used undeclared, which Redis allows outside cluster mode.
+-- Calling convention (qless-core's):
 --
--- Errors are error replies "QLESS <command>: <Reason>: <detail>", with <Reason> one of the
--- fixed phrases of `fail` calls below (listed in docs/qless.md). Arguments are all checked
--- before the first write, so a refused call changes nothing.
+--     EVALSHA <sha> 0 <command> <now> <args...>
 --
--- Redis 7 rules kept: nothing global is created or changed (everything is `local`, the
--- standard tables are only read), nothing random, nothing read from a clock.
+--   * no KEYS: the keys a call touches depend on what Redis holds (a job's queue, its worker,
+--     its tags, its dependents), so none are declared (Redis allows this outside a cluster);
+--   * <command> is one of the names in COMMANDS at the bottom (put, pop, complete, ...);
+--   * <now> is the caller's clock in seconds, as a decimal string: the script reads no clock.
+--
+-- Errors are script errors; Redis prefixes them with "user_script:<line>: ". Their texts are
+-- qless-core's, since bindings match on some ("... not currently running ...").
+--
+-- Redis 7 rules: everything here is local (no global is created, no standard table is
+-- changed), nothing random, no clock.
 
 local NS = 'ql:'
 local DAY = 86400
 
--- Keys every command declares first (the global structures of qless).
-local K_CONFIG = NS .. 'config'
-local K_QUEUES = NS .. 'queues'
-local K_WORKERS = NS .. 'workers'
-local K_FAILURES = NS .. 'failures'
-local K_COMPLETED = NS .. 'completed'
-local K_TRACKED = NS .. 'tracked'
-local GLOBAL_KEYS = { K_CONFIG, K_QUEUES, K_WORKERS, K_FAILURES, K_COMPLETED, K_TRACKED }
-
-local DEFAULTS = {
-    ['heartbeat'] = 60,
-    ['stats-history'] = 30,
-    ['histogram-history'] = 7,
-    ['jobs-history-count'] = 50000,
-    ['jobs-history'] = 7 * 24 * 60 * 60,
-    ['max-worker-age'] = 24 * 60 * 60,
-}
-
--- Options whose values must be numbers: name -> minimum accepted.
-local NUMERIC_OPTIONS = {
-    ['heartbeat'] = 0,
-    ['stats-history'] = 0,
-    ['histogram-history'] = 0,
-    ['jobs-history-count'] = 0,
-    ['jobs-history'] = 0,
-    ['max-worker-age'] = 0,
-}
-
-local DEFAULT_RETRIES = 5
-local DEFAULT_LIMIT = 25
-local STATES = { waiting = true, running = true, stalled = true, scheduled = true,
-                 depends = true, complete = true, recurring = true }
-
 ---------------------------------------------------------------------------------------------
--- Errors
+-- Key names
 ---------------------------------------------------------------------------------------------
 
--- Raised as a table so the dispatcher can tell our errors from Redis' and from bugs.
-local function fail(reason, detail)
-    error({ qless = true, reason = reason, detail = detail }, 0)
+local CONFIG = NS .. 'config'
+local QUEUES = NS .. 'queues'
+local WORKERS = NS .. 'workers'
+local FAILURES = NS .. 'failures'
+local COMPLETED = NS .. 'completed'
+local TRACKED = NS .. 'tracked'
+local TAGS = NS .. 'tags'
+local PAUSED = NS .. 'paused_queues'
+
+local function job_key(jid) return NS .. 'j:' .. jid end
+local function history_key(jid) return NS .. 'j:' .. jid .. '-history' end
+local function dependents_key(jid) return NS .. 'j:' .. jid .. '-dependents' end
+local function dependencies_key(jid) return NS .. 'j:' .. jid .. '-dependencies' end
+local function queue_key(queue, part) return NS .. 'q:' .. queue .. '-' .. part end
+local function worker_key(worker) return NS .. 'w:' .. worker .. ':jobs' end
+local function tag_key(tag) return NS .. 't:' .. tag end
+local function group_key(group) return NS .. 'f:' .. group end
+local function recur_key(jid) return NS .. 'r:' .. jid end
+
+-- The start of the day `t` falls in. Written as qless-core writes it (no floor), and
+-- concatenated as a Lua number, so that the stats keys come out byte for byte the same.
+local function day_of(t)
+    return t - (t % DAY)
+end
+
+local function stats_key(kind, day, queue)
+    return NS .. 's:' .. kind .. ':' .. day .. ':' .. queue
 end
 
 ---------------------------------------------------------------------------------------------
--- JSON: cjson for scalars, our own walk for containers so that an empty list stays `[]` and
--- object keys come out in a stable (sorted) order.
+-- Small helpers
 ---------------------------------------------------------------------------------------------
 
-local ARRAY = {}
-local NULL = {}
-
-local function array(t)
-    return setmetatable(t or {}, ARRAY)
+-- A number, or nil. Lua's tonumber also reads "inf" and "nan"; those are refused here: once
+-- stored, cjson cannot encode the job any more and Redis cannot score it.
+local function number(value)
+    local x = tonumber(value)
+    if x == nil or x ~= x or x == math.huge or x == -math.huge then
+        return nil
+    end
+    return x
 end
 
-local function encode(value)
-    if value == NULL or value == nil then
-        return 'null'
-    end
-    if type(value) ~= 'table' then
-        return cjson.encode(value)
-    end
-    local parts = {}
-    if getmetatable(value) == ARRAY then
-        for i = 1, #value do
-            parts[i] = encode(value[i])
-        end
-        return '[' .. table.concat(parts, ',') .. ']'
-    end
-    local names = {}
-    for name in pairs(value) do
-        names[#names + 1] = name
-    end
-    table.sort(names)
-    for i, name in ipairs(names) do
-        parts[i] = cjson.encode(tostring(name)) .. ':' .. encode(value[name])
-    end
-    return '{' .. table.concat(parts, ',') .. '}'
+local function publish(channel, message)
+    redis.call('publish', NS .. channel, message)
 end
 
--- Decode JSON we wrote ourselves (or another binding did); nil when it is not JSON.
+-- JSON we read back from Redis (written by us or by another binding): nil when it is not JSON,
+-- so that one odd field never makes a job unreadable.
 local function decode(text)
     if type(text) ~= 'string' then
         return nil
@@ -113,382 +89,342 @@ local function decode(text)
     return nil
 end
 
-local function is_list(value)
-    if type(value) ~= 'table' then
-        return false
+-- A JSON argument. Text that is not JSON gets cjson's own error (as in qless-core); a missing
+-- argument or a JSON `false` gets `message`.
+local function json_arg(text, message)
+    if text == nil then
+        error(message)
     end
-    local n = 0
-    for k in pairs(value) do
-        if type(k) ~= 'number' or k < 1 or k % 1 ~= 0 then
-            return false
-        end
-        n = n + 1
-    end
-    return n == #value
-end
-
-local function list_copy(values)
-    local out = array()
-    if type(values) == 'table' then
-        for i = 1, #values do
-            out[i] = values[i]
-        end
-    end
-    return out
-end
-
-local function sorted(values)
-    local out = list_copy(values)
-    table.sort(out)
-    return out
-end
-
----------------------------------------------------------------------------------------------
--- Argument checks (all run before the first write)
----------------------------------------------------------------------------------------------
-
-local function finite(x)
-    return x ~= nil and x == x and x ~= math.huge and x ~= -math.huge
-end
-
-local function arg_string(value, name)
-    if value == nil or value == '' then
-        fail('Bad argument', name .. ' is missing')
+    local value = cjson.decode(text)
+    if value == false then
+        error(message)
     end
     return value
 end
 
-local function arg_number(value, name, minimum)
-    if value == nil then
-        fail('Bad argument', name .. ' is missing')
+-- Tags and jids given as JSON: a JSON array (qless-core writes an empty one as `{}`) of
+-- strings or numbers. qless-core takes anything and then crashes on other values, after it
+-- has written part of the change.
+local function is_name_list(value)
+    if type(value) ~= 'table' then
+        return false
     end
-    local x = tonumber(value)
-    if not finite(x) then
-        fail('Bad argument', name .. ' is not a number: ' .. tostring(value))
-    end
-    if minimum and x < minimum then
-        fail('Bad argument', name .. ' must be >= ' .. minimum .. ': ' .. tostring(value))
-    end
-    return x
-end
-
-local function arg_integer(value, name, minimum)
-    local x = arg_number(value, name, minimum)
-    if x % 1 ~= 0 then
-        fail('Bad argument', name .. ' is not an integer: ' .. tostring(value))
-    end
-    return x
-end
-
-local function arg_json(value, name)
-    if value == nil then
-        fail('Bad argument', name .. ' is missing')
-    end
-    local ok, decoded = pcall(cjson.decode, value)
-    if not ok then
-        fail('Bad argument', name .. ' is not JSON: ' .. string.sub(tostring(value), 1, 60))
-    end
-    return decoded
-end
-
--- A JSON list of non-empty strings (tags, jids); duplicates dropped, order kept.
-local function arg_names(value, name)
-    local decoded = arg_json(value, name)
-    if not is_list(decoded) then
-        fail('Bad argument', name .. ' is not a JSON list: ' .. string.sub(value, 1, 60))
-    end
-    local out, seen = array(), {}
-    for _, item in ipairs(decoded) do
-        if type(item) ~= 'string' or item == '' then
-            fail('Bad argument', name .. ' holds a value that is not a non-empty string')
+    for _, item in ipairs(value) do
+        local kind = type(item)
+        if kind ~= 'string' and kind ~= 'number' then
+            return false
         end
-        if not seen[item] then
-            seen[item] = true
+    end
+    return true
+end
+
+-- The tags stored in a job or template hash, as a list (an odd value reads as no tags).
+local function stored_tags(text)
+    local tags = decode(text)
+    local out = {}
+    if type(tags) == 'table' then
+        for _, tag in ipairs(tags) do
+            if type(tag) == 'string' or type(tag) == 'number' then
+                out[#out + 1] = tag
+            end
+        end
+    end
+    return out
+end
+
+-- `key value key value ...` into a table (a trailing key without a value is dropped).
+local function options_of(list, first)
+    local options = {}
+    for i = first, #list, 2 do
+        if list[i + 1] ~= nil then
+            options[list[i]] = list[i + 1]
+        end
+    end
+    return options
+end
+
+local function odd_args_error(list)
+    error('Odd number of additional args: ' .. table.concat(list, ' '))
+end
+
+local function need_jid(jid)
+    if not jid then
+        error('Job(): no jid provided')
+    end
+end
+
+local function need_queue(queue)
+    if not queue then
+        error('Queue(): no queue name provided')
+    end
+end
+
+local function need_recurring_jid(jid)
+    if not jid then
+        error('Recurring(): no jid provided')
+    end
+end
+
+local function is_tracked(jid)
+    return redis.call('zscore', TRACKED, jid) ~= false
+end
+
+local function add_queue_name(queue, now)
+    if redis.call('zscore', QUEUES, queue) == false then
+        redis.call('zadd', QUEUES, now, queue)
+    end
+end
+
+---------------------------------------------------------------------------------------------
+-- Configuration (the `ql:config` hash; unset options read as these defaults)
+---------------------------------------------------------------------------------------------
+
+local CONFIG_DEFAULTS = {
+    ['application'] = 'qless',
+    ['heartbeat'] = 60,
+    ['grace-period'] = 10,
+    ['stats-history'] = 30,
+    ['histogram-history'] = 7,
+    ['jobs-history-count'] = 50000,
+    ['jobs-history'] = 604800,
+}
+
+local function config_get(name, fallback)
+    local value = redis.call('hget', CONFIG, name)
+    if value then
+        return value
+    end
+    if CONFIG_DEFAULTS[name] ~= nil then
+        return CONFIG_DEFAULTS[name]
+    end
+    return fallback
+end
+
+-- A numeric option. qless-core stores any text with config.set and then fails on arithmetic
+-- with nil where it uses it (in `complete`, after part of the change is written): we refuse
+-- the command before its first write instead.
+local function config_number(caller, name, fallback, integer)
+    local value = config_get(name, fallback)
+    local x = number(value)
+    if x == nil or (integer and x % 1 ~= 0) then
+        error(caller .. ': config option "' .. name .. '" is not a number: ' .. tostring(value))
+    end
+    return x
+end
+
+-- The lock length for jobs of `queue`: `<queue>-heartbeat`, else `heartbeat`.
+local function heartbeat_of(caller, queue)
+    local name = queue .. '-heartbeat'
+    if not redis.call('hget', CONFIG, name) then
+        name = 'heartbeat'
+    end
+    return config_number(caller, name, 60)
+end
+
+---------------------------------------------------------------------------------------------
+-- Job history: the list `ql:j:<jid>-history` of JSON arrays [when, what, {details}], read
+-- back as objects {when, what, details...}.
+---------------------------------------------------------------------------------------------
+
+-- Older scripts kept the history as a JSON list of stages in the job hash's `history` field:
+-- qless-core's old stages are {q, put, popped, worker, done, failed}, and jobwire's previous
+-- script wrote the same shape. Turn the field into list entries (put, popped, failed, done,
+-- in that order, for each stage) and drop it. A stage may lack some times (jobwire's previous
+-- script wrote stages without `put` for jobs another binding had put, whose put is already in
+-- the list): those entries are skipped, where qless-core fails on them.
+local function convert_old_history(jid)
+    local text = redis.call('hget', job_key(jid), 'history')
+    if not text then
+        return
+    end
+    local stages = decode(text)
+    if type(stages) == 'table' then
+        local key = history_key(jid)
+        for _, stage in ipairs(stages) do
+            if type(stage) == 'table' then
+                local put = number(stage.put)
+                local popped = number(stage.popped)
+                local failed = number(stage.failed)
+                local done = number(stage.done)
+                if put then
+                    redis.call('rpush', key,
+                        cjson.encode({ math.floor(put), 'put', { q = stage.q } }))
+                end
+                if popped then
+                    redis.call('rpush', key,
+                        cjson.encode({ math.floor(popped), 'popped', { worker = stage.worker } }))
+                end
+                if failed then
+                    redis.call('rpush', key, cjson.encode({ math.floor(failed), 'failed' }))
+                end
+                if done then
+                    redis.call('rpush', key, cjson.encode({ math.floor(done), 'done' }))
+                end
+            end
+        end
+    end
+    redis.call('hdel', job_key(jid), 'history')
+end
+
+-- Append an event (`details` is a table or nil); returns the list's new length.
+local function add_history(jid, now, what, details)
+    convert_old_history(jid)
+    return redis.call('rpush', history_key(jid), cjson.encode({ math.floor(now), what, details }))
+end
+
+local function read_history(jid)
+    convert_old_history(jid)
+    local out = {}
+    for _, text in ipairs(redis.call('lrange', history_key(jid), 0, -1)) do
+        local entry = decode(text)
+        if type(entry) == 'table' then
+            -- Details that are not an object (qless-core's `log` takes any JSON) are left
+            -- out, where qless-core fails to read the job at all.
+            local item = entry[3]
+            if type(item) ~= 'table' then
+                item = {}
+            end
+            item['when'] = entry[1]
+            item['what'] = entry[2]
             out[#out + 1] = item
         end
     end
     return out
 end
 
--- The optional trailing `offset`, `count` pair of listing commands.
-local function arg_page(args, first, name)
-    local offset = 0
-    local count = DEFAULT_LIMIT
-    if args[first] ~= nil then
-        offset = arg_integer(args[first], name .. ' offset', 0)
-    end
-    if args[first + 1] ~= nil then
-        count = arg_integer(args[first + 1], name .. ' count', 0)
-    end
-    if args[first + 2] ~= nil then
-        fail('Bad argument', 'unexpected argument: ' .. tostring(args[first + 2]))
-    end
-    return offset, count
-end
-
-local function no_more(args, n)
-    if args[n + 1] ~= nil then
-        fail('Bad argument', 'unexpected argument: ' .. tostring(args[n + 1]))
-    end
-end
-
 ---------------------------------------------------------------------------------------------
--- Key names
+-- Statistics: `ql:s:<wait|run>:<day>:<queue>` hashes hold a streaming count, mean and
+-- variance term (Welford's method: total, mean, vk) and a histogram (s0..s59 seconds, m1..m59
+-- minutes, h1..h23 hours, d<n> days); `ql:s:stats:<day>:<queue>` counts failures, failed and
+-- retries. The arithmetic is done in qless-core's order so both scripts store the same values.
 ---------------------------------------------------------------------------------------------
 
-local function day_of(t)
-    local s = math.floor(t)
-    return s - (s % DAY)
-end
-
-local function k_job(jid) return NS .. 'j:' .. jid end
-local function k_dependencies(jid) return NS .. 'j:' .. jid .. '-dependencies' end
-local function k_dependents(jid) return NS .. 'j:' .. jid .. '-dependents' end
-local function k_queue(queue, part) return NS .. 'q:' .. queue .. '-' .. part end
-local function k_worker(worker) return NS .. 'w:' .. worker .. ':jobs' end
-local function k_tag(tag) return NS .. 't:' .. tag end
-local function k_group(group) return NS .. 'f:' .. group end
-local function k_recur(jid) return NS .. 'r:' .. jid end
-local function k_stats(kind, day, queue)
-    return NS .. 's:' .. kind .. ':' .. string.format('%d', day) .. ':' .. queue
-end
-
-local QUEUE_PARTS = { 'work', 'locks', 'scheduled', 'depends', 'recur' }
-
--- Key-list builders for the `keys` functions of the commands.
-local function keys_new()
-    local out = {}
-    for i, key in ipairs(GLOBAL_KEYS) do
-        out[i] = key
-    end
-    return out
-end
-
-local function keys_add(out, ...)
-    for _, key in ipairs({ ... }) do
-        out[#out + 1] = key
-    end
-    return out
-end
-
-local function keys_job(out, jid)
-    return keys_add(out, k_job(jid), k_dependencies(jid), k_dependents(jid))
-end
-
-local function keys_queue(out, queue)
-    for _, part in ipairs(QUEUE_PARTS) do
-        out[#out + 1] = k_queue(queue, part)
-    end
-    return out
-end
-
-local function keys_stats(out, queue, now)
-    local day = day_of(now)
-    return keys_add(out, k_stats('wait', day, queue), k_stats('run', day, queue),
-        k_stats('stats', day, queue))
-end
-
----------------------------------------------------------------------------------------------
--- Configuration
----------------------------------------------------------------------------------------------
-
-local function config_number(name)
-    local value = tonumber(redis.call('hget', K_CONFIG, name))
-    if finite(value) and value >= 0 then
-        return value
-    end
-    return DEFAULTS[name]
-end
-
-local function heartbeat_of(queue)
-    local value = tonumber(redis.call('hget', K_CONFIG, 'heartbeat-' .. queue))
-    if finite(value) and value > 0 then
-        return value
-    end
-    return config_number('heartbeat')
-end
-
----------------------------------------------------------------------------------------------
--- Statistics: Welford's streaming mean and variance, and the histogram of the document:
--- second resolution for the first minute, minute resolution for the first hour, 15-minute
--- resolution for the first day, hour resolution for the first 3 days, day resolution after
--- (the last bucket, 30 days, also holds everything longer).
----------------------------------------------------------------------------------------------
-
-local MAX_DAY_BUCKET = 30
-
-local function bucket_of(seconds)
-    if seconds < 60 then
-        return 's' .. math.floor(seconds)
-    elseif seconds < 3600 then
-        return 'm' .. math.floor(seconds / 60)
-    elseif seconds < DAY then
-        return 'q' .. math.floor(seconds / 900)
-    elseif seconds < 3 * DAY then
-        return 'h' .. math.floor(seconds / 3600)
-    end
-    return 'd' .. math.min(math.floor(seconds / DAY), MAX_DAY_BUCKET)
-end
-
--- Every bucket field, in histogram order (60 + 59 + 92 + 48 + 28 = 287).
-local BUCKETS = {}
-do
+-- The histogram fields `stats` reports, in order (built when needed: the whole script runs on
+-- every call).
+local function histogram_fields()
+    local fields = {}
     local function range(prefix, first, last)
         for i = first, last do
-            BUCKETS[#BUCKETS + 1] = prefix .. i
+            fields[#fields + 1] = prefix .. i
         end
     end
     range('s', 0, 59)
     range('m', 1, 59)
-    range('q', 4, 95)
-    range('h', 24, 71)
-    range('d', 3, MAX_DAY_BUCKET)
+    range('h', 1, 23)
+    range('d', 1, 6)
+    return fields
 end
 
--- Stats hashes live `stats-history` days after their day. The TTL is relative to the caller's
--- `now` (qless runs on the clients' clocks, not on the server's).
-local function stats_expire(key, day, now)
-    local ttl = math.ceil(day + config_number('stats-history') * DAY - now)
-    if ttl > 0 then
-        redis.call('expire', key, ttl)
+local function bucket_of(seconds)
+    local s = math.floor(seconds)
+    if s < 60 then
+        return 's' .. s
+    elseif s < 3600 then
+        return 'm' .. math.floor(s / 60)
+    elseif s < DAY then
+        return 'h' .. math.floor(s / 3600)
+    end
+    return 'd' .. math.floor(s / DAY)
+end
+
+local function record_stat(queue, now, kind, seconds)
+    local key = stats_key(kind, day_of(now), queue)
+    local stored = redis.call('hmget', key, 'total', 'mean', 'vk')
+    local count, mean, vk
+    if not stored[1] then
+        count, mean, vk = 1, seconds, 0
     else
-        redis.call('del', key)
+        count = (tonumber(stored[1]) or 0) + 1
+        local previous = tonumber(stored[2]) or 0
+        mean = previous + (seconds - previous) / count
+        vk = (tonumber(stored[3]) or 0) + (seconds - mean) * (seconds - previous)
     end
-end
-
-local function record(kind, queue, now, seconds)
-    if seconds < 0 then
-        seconds = 0
-    end
-    local day = day_of(now)
-    local key = k_stats(kind, day, queue)
-    local old = redis.call('hmget', key, 'total', 'mean', 'vk')
-    local n = tonumber(old[1]) or 0
-    local mean = tonumber(old[2]) or 0
-    local vk = tonumber(old[3]) or 0
-    n = n + 1
-    local delta = seconds - mean
-    mean = mean + delta / n
-    vk = vk + delta * (seconds - mean)
-    redis.call('hset', key, 'total', n, 'mean', mean, 'vk', vk)
     redis.call('hincrby', key, bucket_of(seconds), 1)
-    stats_expire(key, day, now)
+    redis.call('hset', key, 'total', count, 'mean', mean, 'vk', vk)
 end
 
-local function count_stat(field, queue, when, by, now)
+local function count_stat(queue, day, field, by)
+    redis.call('hincrby', stats_key('stats', day, queue), field, by)
+end
+
+-- A failed job leaves the failed state (put again, cancelled): take it off its day's `failed`
+-- count, never below 0. Jobs that failed by running out of retries were never counted, and
+-- qless-core takes them off anyway (below 0 in `put`; in `cancel` it fails when the day has no
+-- count, after part of the cancel is written).
+local function uncount_failed(queue, when)
     local day = day_of(when)
-    local key = k_stats('stats', day, queue)
-    redis.call('hincrby', key, field, by)
-    stats_expire(key, day, now or when)
+    if (tonumber(redis.call('hget', stats_key('stats', day, queue), 'failed')) or 0) > 0 then
+        count_stat(queue, day, 'failed', -1)
+    end
+end
+
+local function stat_summary(kind, day, queue)
+    local key = stats_key(kind, day, queue)
+    local stored = redis.call('hmget', key, 'total', 'mean', 'vk')
+    local count = tonumber(stored[1]) or 0
+    local mean = tonumber(stored[2]) or 0
+    local std = 0
+    if count > 1 then
+        std = math.sqrt((tonumber(stored[3]) or 0) / (count - 1))
+    end
+    local fields = histogram_fields()
+    local histogram = {}
+    local buckets = redis.call('hmget', key, unpack(fields))
+    for i = 1, #fields do
+        histogram[i] = tonumber(buckets[i]) or 0
+    end
+    return { count = count, mean = mean, histogram = histogram, std = std }
 end
 
 ---------------------------------------------------------------------------------------------
--- Jobs
+-- Reading jobs and recurring templates
 ---------------------------------------------------------------------------------------------
 
 local JOB_FIELDS = { 'jid', 'klass', 'state', 'queue', 'worker', 'priority', 'expires',
-                     'retries', 'remaining', 'data', 'tags', 'failure', 'history' }
+                     'retries', 'remaining', 'data', 'tags', 'failure', 'spawned_from_jid' }
 
-local function job_fields(jid)
-    local values = redis.call('hmget', k_job(jid), unpack(JOB_FIELDS))
-    if not values[1] and not values[3] then
+-- The job as `get` describes it, or nil when there is no job hash (with its `jid` field).
+local function job_data(jid)
+    local f = redis.call('hmget', job_key(jid), unpack(JOB_FIELDS))
+    if not f[1] then
         return nil
     end
-    local job = {}
-    for i, name in ipairs(JOB_FIELDS) do
-        job[name] = values[i] or false
+    local remaining = number(f[9])
+    if remaining then
+        remaining = math.floor(remaining)
     end
-    job.jid = jid
-    return job
-end
-
-local function must_exist(jid)
-    local job = job_fields(jid)
-    if not job then
-        fail('Job does not exist', jid)
-    end
-    return job
-end
-
-local function job_history(job)
-    local history = decode(job.history)
-    if not is_list(history) then
-        history = {}
-    end
-    return array(history)
-end
-
-local function job_tags(job)
-    local tags = decode(job.tags)
-    if not is_list(tags) then
+    local tags = decode(f[11])
+    if type(tags) ~= 'table' then
         tags = {}
     end
-    return array(tags)
-end
-
-local function set_history(jid, history)
-    redis.call('hset', k_job(jid), 'history', encode(array(history)))
-end
-
--- Change the last entry of a job's history (the current stage).
-local function touch_history(jid, job, changes)
-    local history = job_history(job)
-    local last = history[#history]
-    if type(last) ~= 'table' then
-        last = {}
-        history[#history + 1] = last
-    end
-    for name, value in pairs(changes) do
-        last[name] = value
-    end
-    set_history(jid, history)
-    job.history = encode(history)
-    return last
-end
-
-local function push_history(jid, job, entry)
-    local history = job_history(job)
-    history[#history + 1] = entry
-    set_history(jid, history)
-    job.history = encode(history)
-end
-
--- The JSON-ready description of a job (`get`), or nil.
-local function job_data(jid)
-    local job = job_fields(jid)
-    if not job then
-        return nil
-    end
-    local failure = decode(job.failure)
-    if type(failure) ~= 'table' or next(failure) == nil then
-        failure = NULL
-    end
-    local queue = job.queue
-    if not queue or queue == '' then
-        queue = NULL
+    local failure = decode(f[12] or '{}')
+    if type(failure) ~= 'table' then
+        failure = {}
     end
     return {
-        jid = jid,
-        klass = job.klass or '',
-        state = job.state or '',
-        queue = queue,
-        worker = job.worker or '',
-        priority = tonumber(job.priority) or 0,
-        expires = tonumber(job.expires) or 0,
-        retries = tonumber(job.retries) or 0,
-        remaining = tonumber(job.remaining) or 0,
-        data = job.data or '{}',
-        tags = job_tags(job),
-        tracked = redis.call('zscore', K_TRACKED, jid) ~= false,
-        history = job_history(job),
+        jid = f[1],
+        klass = f[2],
+        state = f[3],
+        queue = f[4],
+        worker = f[5] or '',
+        tracked = is_tracked(jid),
+        priority = number(f[6]),
+        expires = number(f[7]) or 0,
+        retries = number(f[8]),
+        remaining = remaining,
+        data = f[10],
+        tags = tags,
+        history = read_history(jid),
         failure = failure,
-        dependents = sorted(redis.call('smembers', k_dependents(jid))),
-        dependencies = sorted(redis.call('smembers', k_dependencies(jid))),
+        dependents = redis.call('smembers', dependents_key(jid)),
+        dependencies = redis.call('smembers', dependencies_key(jid)),
+        -- A recurring run's template (newer qless-core writes it too; 0.11.4 does not).
+        spawned_from_jid = f[13] or nil,
     }
 end
 
 local function jobs_data(jids)
-    local out = array()
+    local out = {}
     for _, jid in ipairs(jids) do
         local data = job_data(jid)
         if data then
@@ -498,1392 +434,1541 @@ local function jobs_data(jids)
     return out
 end
 
-local function work_score(priority, when)
-    return priority + when / 10000000000
+local function job_exists(jid)
+    return redis.call('exists', job_key(jid)) == 1
 end
 
--- Take a job out of wherever its current state keeps it (queue sets, its worker's set, its
--- failure group, the completed set), before it is put somewhere else.
-local function detach(jid, job, now)
-    local queue = job.queue
-    if queue and queue ~= '' then
-        redis.call('zrem', k_queue(queue, 'work'), jid)
-        redis.call('zrem', k_queue(queue, 'locks'), jid)
-        redis.call('zrem', k_queue(queue, 'scheduled'), jid)
-        redis.call('zrem', k_queue(queue, 'depends'), jid)
-    end
-    if job.worker and job.worker ~= '' then
-        redis.call('zrem', k_worker(job.worker), jid)
-    end
-    if job.state == 'failed' then
-        local failure = decode(job.failure)
-        if type(failure) == 'table' and type(failure.group) == 'string' then
-            local group_key = k_group(failure.group)
-            redis.call('lrem', group_key, 0, jid)
-            if redis.call('llen', group_key) == 0 then
-                redis.call('srem', K_FAILURES, failure.group)
-            end
-            if queue and queue ~= '' and tonumber(failure.when) then
-                count_stat('failed', queue, tonumber(failure.when), -1, now)
-            end
-        end
-        redis.call('hdel', k_job(jid), 'failure')
-    elseif job.state == 'complete' then
-        redis.call('zrem', K_COMPLETED, jid)
-    end
-end
+local RECUR_FIELDS = { 'jid', 'klass', 'state', 'queue', 'priority', 'interval', 'retries',
+                       'count', 'data', 'tags', 'backlog' }
 
--- Put a job into a queue: `depends` when it still waits on jobs, `scheduled` with a delay,
--- `waiting` otherwise. Returns the new state.
-local function enqueue(jid, queue, now, delay, priority)
-    local state
-    if redis.call('scard', k_dependencies(jid)) > 0 then
-        state = 'depends'
-        redis.call('zadd', k_queue(queue, 'depends'), now, jid)
-    elseif delay > 0 then
-        state = 'scheduled'
-        redis.call('zadd', k_queue(queue, 'scheduled'), now + delay, jid)
-    else
-        state = 'waiting'
-        redis.call('zadd', k_queue(queue, 'work'), work_score(priority, now), jid)
-    end
-    redis.call('hset', k_job(jid), 'state', state, 'queue', queue, 'worker', '', 'expires', 0)
-    redis.call('zadd', K_QUEUES, 'NX', now, queue)
-    return state
-end
-
--- Make `jid` wait on each of `deps` that exists and is not complete (others are satisfied).
-local function add_dependencies(jid, deps)
-    for _, dep in ipairs(deps) do
-        local state = redis.call('hget', k_job(dep), 'state')
-        if state and state ~= 'complete' then
-            redis.call('sadd', k_dependencies(jid), dep)
-            redis.call('sadd', k_dependents(dep), jid)
-        end
-    end
-end
-
--- A job in `depends` whose last dependency went away moves to its queue's work.
-local function release_if_ready(jid, now)
-    if redis.call('scard', k_dependencies(jid)) > 0 then
-        return
-    end
-    local job = job_fields(jid)
-    if not job or job.state ~= 'depends' then
-        return
-    end
-    local queue = job.queue
-    redis.call('zrem', k_queue(queue, 'depends'), jid)
-    redis.call('zadd', k_queue(queue, 'work'), work_score(tonumber(job.priority) or 0, now), jid)
-    redis.call('hset', k_job(jid), 'state', 'waiting')
-end
-
--- Delete every trace of a job but its place in ql:tracked (a tracked job whose data is gone is
--- reported as `expired` by `track`).
-local function delete_job(jid, job)
-    for _, tag in ipairs(job_tags(job)) do
-        redis.call('zrem', k_tag(tag), jid)
-    end
-    for _, dep in ipairs(redis.call('smembers', k_dependencies(jid))) do
-        redis.call('srem', k_dependents(dep), jid)
-    end
-    redis.call('del', k_job(jid), k_dependencies(jid), k_dependents(jid))
-end
-
-local function fail_job(jid, job, now, group, message, worker, data)
-    detach(jid, job, now)
-    local failure = { group = group, message = message, when = now, worker = worker }
-    redis.call('hset', k_job(jid), 'state', 'failed', 'worker', '', 'expires', 0,
-        'failure', encode(failure))
-    if data then
-        redis.call('hset', k_job(jid), 'data', data)
-    end
-    touch_history(jid, job, { failed = now })
-    redis.call('lpush', k_group(group), jid)
-    redis.call('sadd', K_FAILURES, group)
-    local queue = job.queue
-    if queue and queue ~= '' then
-        count_stat('failures', queue, now, 1)
-        count_stat('failed', queue, now, 1)
-    end
-end
-
-local function retries_group(queue)
-    return 'failed-retries-' .. queue
-end
-
-local function retries_message(queue)
-    return 'Job exhausted retries in queue "' .. queue .. '"'
-end
-
--- The lock of `worker` on `jid` is valid now (heartbeat, complete, retry), or fail.
-local function check_lock(jid, worker, now, queue)
-    local job = must_exist(jid)
-    if job.state ~= 'running' then
-        fail('Lost lock', 'job ' .. jid .. ' is ' .. tostring(job.state) .. ', not running')
-    end
-    if job.worker ~= worker then
-        fail('Lost lock', 'job ' .. jid .. ' is held by ' .. tostring(job.worker))
-    end
-    local expires = tonumber(job.expires) or 0
-    if expires <= now then
-        fail('Lost lock', 'the lock on job ' .. jid .. ' expired at ' .. tostring(expires))
-    end
-    if queue and job.queue ~= queue then
-        fail('Wrong queue', 'job ' .. jid .. ' is in queue ' .. tostring(job.queue))
-    end
-    return job
-end
-
--- Remove completed jobs older than `jobs-history` seconds, then the oldest beyond
--- `jobs-history-count`.
-local function prune(now)
-    local horizon = now - config_number('jobs-history')
-    local old = redis.call('zrangebyscore', K_COMPLETED, '-inf', '(' .. horizon)
-    local keep = config_number('jobs-history-count')
-    local total = redis.call('zcard', K_COMPLETED) - #old
-    if total > keep then
-        local extra = redis.call('zrange', K_COMPLETED, #old, #old + total - keep - 1)
-        for _, jid in ipairs(extra) do
-            old[#old + 1] = jid
-        end
-    end
-    for _, jid in ipairs(old) do
-        local job = job_fields(jid)
-        if job then
-            delete_job(jid, job)
-        end
-        redis.call('zrem', K_COMPLETED, jid)
-    end
-end
-
----------------------------------------------------------------------------------------------
--- Recurring jobs (not in the document; the layout other bindings use: a `ql:r:<jid>` hash and
--- the queue's `-recur` sorted set scored by the next run time)
----------------------------------------------------------------------------------------------
-
-local RECUR_FIELDS = { 'jid', 'klass', 'data', 'priority', 'tags', 'state', 'queue', 'type',
-                       'interval', 'count', 'retries', 'backlog' }
-
-local function recur_fields(jid)
-    local values = redis.call('hmget', k_recur(jid), unpack(RECUR_FIELDS))
-    if not values[1] then
+local function recurring_data(jid)
+    local f = redis.call('hmget', recur_key(jid), unpack(RECUR_FIELDS))
+    if not f[1] then
         return nil
     end
-    local recur = {}
-    for i, name in ipairs(RECUR_FIELDS) do
-        recur[name] = values[i] or false
+    local tags = decode(f[10])
+    if type(tags) ~= 'table' then
+        tags = {}
     end
-    return recur
-end
-
--- Spawn the jobs of every recurring template of `queue` that came due by `now`, at most
--- `limit` of them (each occurrence is one job `<jid>-<n>`, put at its own due time).
-local function spawn_recurring(queue, now, limit)
-    local key = k_queue(queue, 'recur')
-    local due = redis.call('zrangebyscore', key, '-inf', now, 'WITHSCORES')
-    local spawned = 0
-    for i = 1, #due, 2 do
-        if spawned >= limit then
-            break
-        end
-        local rjid = due[i]
-        local at = tonumber(due[i + 1])
-        local recur = recur_fields(rjid)
-        if not recur then
-            redis.call('zrem', key, rjid)
-        else
-            local interval = tonumber(recur.interval)
-            local backlog = tonumber(recur.backlog) or 0
-            local count = tonumber(recur.count) or 0
-            local priority = tonumber(recur.priority) or 0
-            local retries = tonumber(recur.retries) or DEFAULT_RETRIES
-            -- With a backlog, skip occurrences older than `backlog` intervals.
-            if backlog > 0 then
-                local missed = math.floor((now - at) / interval)
-                if missed > backlog then
-                    at = at + (missed - backlog) * interval
-                end
-            end
-            while at <= now and spawned < limit do
-                count = count + 1
-                local jid = rjid .. '-' .. count
-                local job_key = k_job(jid)
-                local tags = decode(recur.tags)
-                if not is_list(tags) then
-                    tags = {}
-                end
-                redis.call('hset', job_key, 'jid', jid, 'klass', recur.klass, 'data', recur.data,
-                    'priority', priority, 'tags', encode(array(tags)), 'state', 'waiting',
-                    'worker', '', 'expires', 0, 'queue', queue, 'retries', retries,
-                    'remaining', retries,
-                    'history', encode(array({ { q = queue, put = at } })),
-                    'spawned_from_jid', rjid)
-                for _, tag in ipairs(tags) do
-                    redis.call('zadd', k_tag(tag), 'NX', at, jid)
-                end
-                redis.call('zadd', k_queue(queue, 'work'), work_score(priority, at), jid)
-                at = at + interval
-                spawned = spawned + 1
-            end
-            redis.call('hset', k_recur(rjid), 'count', count)
-            redis.call('zadd', key, at, rjid)
-        end
-    end
-end
-
----------------------------------------------------------------------------------------------
--- Queues
----------------------------------------------------------------------------------------------
-
--- Scheduled jobs that came due move to the work set, ordered as if put at their due time.
-local function promote(queue, now)
-    local key = k_queue(queue, 'scheduled')
-    local due = redis.call('zrangebyscore', key, '-inf', now, 'WITHSCORES')
-    for i = 1, #due, 2 do
-        local jid = due[i]
-        local at = tonumber(due[i + 1])
-        redis.call('zrem', key, jid)
-        local priority = redis.call('hget', k_job(jid), 'priority')
-        if priority then
-            redis.call('zadd', k_queue(queue, 'work'), work_score(tonumber(priority) or 0, at),
-                jid)
-            redis.call('hset', k_job(jid), 'state', 'waiting')
-        end
-    end
-end
-
-local function queue_counts(queue, now)
-    promote(queue, now)
     return {
-        name = queue,
-        waiting = redis.call('zcard', k_queue(queue, 'work')),
-        running = redis.call('zcount', k_queue(queue, 'locks'), '(' .. now, '+inf'),
-        stalled = redis.call('zcount', k_queue(queue, 'locks'), '-inf', now),
-        scheduled = redis.call('zcard', k_queue(queue, 'scheduled')),
-        depends = redis.call('zcard', k_queue(queue, 'depends')),
-        recurring = redis.call('zcard', k_queue(queue, 'recur')),
+        jid = f[1],
+        klass = f[2],
+        state = f[3],
+        queue = f[4],
+        priority = number(f[5]),
+        interval = number(f[6]),
+        retries = number(f[7]),
+        count = number(f[8]),
+        data = f[9],
+        tags = tags,
+        backlog = number(f[11]) or 0,
     }
 end
 
 ---------------------------------------------------------------------------------------------
--- Commands: each has `parse(args)` (checks, no I/O), `keys(p, now)` (the KEYS the call must
--- declare) and `run(p, now)` (the reply).
+-- Queue sets: `-work` (waiting, scored priority - put time / 1e10 and read highest first, so
+-- a higher priority pops first and equal priorities oldest first), `-locks` (running, scored
+-- by lock expiry), `-scheduled` (by due time), `-depends` (by time put), `-recur` (recurring
+-- templates, by next run).
+---------------------------------------------------------------------------------------------
+
+local function work_add(queue, now, priority, jid)
+    redis.call('zadd', queue_key(queue, 'work'), priority - (now / 10000000000), jid)
+end
+
+-- The first `count` waiting jids, highest score first.
+local function work_peek(queue, count)
+    if count == 0 then
+        return {}
+    end
+    return redis.call('zrevrange', queue_key(queue, 'work'), 0, count - 1)
+end
+
+-- Running jobs whose lock expired by `now` (stalled).
+local function expired_locks(queue, now, offset, count)
+    return redis.call('zrangebyscore', queue_key(queue, 'locks'), '-inf', now,
+        'LIMIT', offset, count)
+end
+
+-- Take `jid` out of `queue`'s sets, `parts` naming which.
+local function queue_remove(queue, jid, parts)
+    for _, part in ipairs(parts) do
+        redis.call('zrem', queue_key(queue, part), jid)
+    end
+end
+
+-- The sets a job leaves when it completes or fails (qless-core's choice: not `depends`), and
+-- all four a job can be in.
+local ACTIVE = { 'work', 'locks', 'scheduled' }
+local ALL_JOB_SETS = { 'work', 'locks', 'depends', 'scheduled' }
+
+local function is_paused(queue)
+    return redis.call('sismember', PAUSED, queue) == 1
+end
+
+-- Count a tag on (+1) or off (-1) a job in the tag's index and in the `ql:tags` counts.
+local function index_tag(jid, tag, now, by)
+    if by > 0 then
+        redis.call('zadd', tag_key(tag), now, jid)
+    else
+        redis.call('zrem', tag_key(tag), jid)
+    end
+    redis.call('zincrby', TAGS, by, tag)
+end
+
+-- Take a job's stored tags off the tag indexes and counts (before it is deleted or re-put).
+local function unindex_tags(jid, tags_text)
+    for _, tag in ipairs(stored_tags(tags_text)) do
+        index_tag(jid, tag, 0, -1)
+    end
+end
+
+-- Scheduled jobs that came due by `now` join the work set (at most `count` of them).
+local function promote_scheduled(queue, now, count)
+    local key = queue_key(queue, 'scheduled')
+    for _, jid in ipairs(redis.call('zrangebyscore', key, 0, now, 'LIMIT', 0, count)) do
+        redis.call('zrem', key, jid)
+        -- A jid whose job is gone is only dropped: qless-core would create a hash holding
+        -- nothing but `state`, which then breaks every pop of the queue.
+        local priority = redis.call('hget', job_key(jid), 'priority')
+        if priority or job_exists(jid) then
+            work_add(queue, now, number(priority) or 0, jid)
+            redis.call('hset', job_key(jid), 'state', 'waiting')
+        end
+    end
+end
+
+-- Spawn the jobs of `queue`'s recurring templates that came due by `now`, at most `count` in
+-- all. Each run is a job `<template jid>-<n>`, put at its own due time; with a backlog, runs
+-- more than `backlog` intervals late are skipped.
+local function spawn_recurring(queue, now, count)
+    local key = queue_key(queue, 'recur')
+    local spawned = 0
+    for _, rjid in ipairs(redis.call('zrangebyscore', key, 0, now, 'LIMIT', 0, count)) do
+        local t = redis.call('hmget', recur_key(rjid), 'klass', 'data', 'priority', 'tags',
+            'retries', 'interval', 'backlog')
+        local interval = number(t[6])
+        if not t[1] or interval == nil then
+            -- A template that is gone (or unreadable): qless-core fails here on every pop.
+            redis.call('zrem', key, rjid)
+        else
+            local tags = stored_tags(t[4])
+            local due = math.floor(tonumber(redis.call('zscore', key, rjid)))
+            local backlog = number(t[7]) or 0
+            if backlog ~= 0 then
+                local late = (now - due) / interval
+                if late > backlog then
+                    due = due + math.ceil(late - backlog) * interval
+                end
+            end
+            while due <= now and spawned < count do
+                local n = redis.call('hincrby', recur_key(rjid), 'count', 1)
+                local jid = rjid .. '-' .. n
+                -- A template made again after `unrecur` counts from 0 again: skip the run
+                -- numbers whose jobs still exist, where qless-core writes over them.
+                while job_exists(jid) do
+                    n = redis.call('hincrby', recur_key(rjid), 'count', 1)
+                    jid = rjid .. '-' .. n
+                end
+                spawned = spawned + 1
+                for _, tag in ipairs(tags) do
+                    index_tag(jid, tag, now, 1)
+                end
+                redis.call('hset', job_key(jid),
+                    'jid', jid,
+                    'klass', t[1],
+                    'data', t[2],
+                    'priority', t[3] or 0,
+                    'tags', t[4] or '{}',
+                    'state', 'waiting',
+                    'worker', '',
+                    'expires', 0,
+                    'queue', queue,
+                    'retries', t[5] or 0,
+                    'remaining', t[5] or 0,
+                    'time', string.format('%.20f', due),
+                    'spawned_from_jid', rjid)
+                add_history(jid, due, 'put', { q = queue })
+                work_add(queue, due, number(t[3]) or 0, jid)
+                due = due + interval
+                redis.call('zadd', key, due, rjid)
+            end
+        end
+    end
+end
+
+local function exhausted_message(queue)
+    return 'Job exhausted retries in queue "' .. queue .. '"'
+end
+
+-- Locks of `queue` that expired by `now` (at most `count`). The first time, the worker gets a
+-- courtesy: a `lock_lost` event and `grace-period` more seconds (the job's `grace` field
+-- remembers it). After that, or at once when the grace period is 0 or less, the lock is taken:
+-- the job counts a retry and is returned to be handed out again, or fails when it has no
+-- retries left.
+local function invalidate_locks(queue, now, count, grace)
+    local jids = {}
+    local locks = queue_key(queue, 'locks')
+    for _, jid in ipairs(expired_locks(queue, now, 0, count)) do
+        local f = redis.call('hmget', job_key(jid), 'worker', 'grace', 'queue')
+        local worker = f[1]
+        if not worker then
+            -- No job behind the lock: qless-core fails here on every pop of the queue.
+            redis.call('zrem', locks, jid)
+        else
+            redis.call('zrem', worker_key(worker), jid)
+            local courtesy = tonumber(f[2] or 0) ~= 1
+            local take = not courtesy
+            if grace <= 0 then
+                courtesy, take = true, true
+            end
+            if courtesy then
+                if is_tracked(jid) then
+                    publish('stalled', jid)
+                end
+                add_history(jid, now, 'timed-out')
+                redis.call('hset', job_key(jid), 'grace', 1)
+                local event = cjson.encode({ jid = jid, event = 'lock_lost', worker = worker })
+                publish('w:' .. worker, event)
+                publish('log', event)
+                redis.call('zadd', locks, now + grace, jid)
+                count_stat(queue, day_of(now), 'retries', 1)
+            end
+            if take then
+                redis.call('hdel', job_key(jid), 'grace', 0)
+                local remaining = redis.call('hincrby', job_key(jid), 'remaining', -1)
+                if remaining < 0 then
+                    queue_remove(queue, jid, ACTIVE)
+                    local group = 'failed-retries-' .. tostring(f[3])
+                    add_history(jid, now, 'failed', { group = group })
+                    redis.call('hset', job_key(jid), 'state', 'failed', 'worker', '',
+                        'expires', '')
+                    redis.call('hset', job_key(jid), 'failure', cjson.encode({
+                        group = group,
+                        message = exhausted_message(queue),
+                        when = now,
+                        worker = '',
+                    }))
+                    redis.call('sadd', FAILURES, group)
+                    redis.call('lpush', group_key(group), jid)
+                    if is_tracked(jid) then
+                        publish('failed', jid)
+                    end
+                    publish('log', cjson.encode({
+                        jid = jid,
+                        event = 'failed',
+                        group = group,
+                        worker = worker,
+                        message = exhausted_message(queue),
+                    }))
+                else
+                    jids[#jids + 1] = jid
+                end
+            end
+        end
+    end
+    return jids
+end
+
+local function queue_counts(queue, now)
+    local locks = queue_key(queue, 'locks')
+    local stalled = redis.call('zcount', locks, 0, now)
+    promote_scheduled(queue, now, redis.call('zcard', queue_key(queue, 'scheduled')))
+    return {
+        name = queue,
+        waiting = redis.call('zcard', queue_key(queue, 'work')),
+        stalled = stalled,
+        running = redis.call('zcard', locks) - stalled,
+        scheduled = redis.call('zcard', queue_key(queue, 'scheduled')),
+        depends = redis.call('zcard', queue_key(queue, 'depends')),
+        recurring = redis.call('zcard', queue_key(queue, 'recur')),
+        paused = is_paused(queue),
+    }
+end
+
+---------------------------------------------------------------------------------------------
+-- Dependencies
+---------------------------------------------------------------------------------------------
+
+-- Make `jid` wait on each of `deps` that exists and is not complete (the others are done).
+local function add_dependencies(jid, deps)
+    for _, dep in ipairs(deps) do
+        local state = redis.call('hget', job_key(dep), 'state')
+        if state and state ~= 'complete' then
+            redis.call('sadd', dependents_key(dep), jid)
+            redis.call('sadd', dependencies_key(jid), dep)
+        end
+    end
+end
+
+-- A job whose last dependency went away moves from `depends` to its queue's work set. Only a
+-- job in the `depends` state moves: one that was re-put with a delay while it still had
+-- dependencies waits in `scheduled`, and qless-core would put it in the work set as well.
+local function release(jid, now)
+    local f = redis.call('hmget', job_key(jid), 'queue', 'priority', 'state')
+    if f[1] and f[3] == 'depends' then
+        redis.call('zrem', queue_key(f[1], 'depends'), jid)
+        work_add(f[1], now, number(f[2]) or 0, jid)
+        redis.call('hset', job_key(jid), 'state', 'waiting')
+    end
+end
+
+---------------------------------------------------------------------------------------------
+-- Commands, in the order of qless-core's api.lua. Each takes `now` and the command's
+-- arguments and returns the reply.
 ---------------------------------------------------------------------------------------------
 
 local COMMANDS = {}
 
--- put <queue> <jid> <klass> <data> <delay> [priority <p>] [tags <json>] [retries <r>]
---     [depends <json>]  ->  jid
-COMMANDS.put = {
-    parse = function(args)
-        local p = {
-            queue = arg_string(args[1], 'queue'),
-            jid = arg_string(args[2], 'jid'),
-            klass = arg_string(args[3], 'klass'),
-            data = args[4],
-            delay = arg_number(args[5], 'delay', 0),
-        }
-        arg_json(p.data, 'data')
-        local i = 6
-        while args[i] ~= nil do
-            local option, value = args[i], args[i + 1]
-            if value == nil then
-                fail('Bad argument', 'option ' .. option .. ' has no value')
-            end
-            if option == 'priority' then
-                p.priority = arg_integer(value, 'priority')
-            elseif option == 'tags' then
-                p.tags = arg_names(value, 'tags')
-            elseif option == 'retries' then
-                p.retries = arg_integer(value, 'retries', 0)
-            elseif option == 'depends' then
-                p.depends = arg_names(value, 'depends')
-            else
-                fail('Bad argument', 'unknown option: ' .. option)
-            end
-            i = i + 2
-        end
-        if p.depends then
-            for _, dep in ipairs(p.depends) do
-                if dep == p.jid then
-                    fail('Bad argument', 'job ' .. p.jid .. ' cannot depend on itself')
-                end
-            end
-            if #p.depends > 0 and p.delay > 0 then
-                fail('Bad argument', 'delay and depends cannot be used together')
-            end
-        end
-        return p
-    end,
-    keys = function(p)
-        local out = keys_queue(keys_job(keys_new(), p.jid), p.queue)
-        for _, tag in ipairs(p.tags or {}) do
-            out[#out + 1] = k_tag(tag)
-        end
-        for _, dep in ipairs(p.depends or {}) do
-            keys_add(out, k_job(dep), k_dependents(dep))
-        end
-        return out
-    end,
-    run = function(p, now)
-        local jid = p.jid
-        local old = job_fields(jid)
-        local old_tags = array()
-        local priority, retries = 0, DEFAULT_RETRIES
-        local history = array()
-        if old then
-            detach(jid, old, now)
-            old_tags = job_tags(old)
-            priority = tonumber(old.priority) or 0
-            retries = tonumber(old.retries) or DEFAULT_RETRIES
-            history = job_history(old)
-        end
-        priority = p.priority or priority
-        retries = p.retries or retries
-        local tags = p.tags or old_tags
-        -- Tags: the index follows the job's list; a tag kept keeps its first time.
-        local keep = {}
-        for _, tag in ipairs(tags) do
-            keep[tag] = true
-            redis.call('zadd', k_tag(tag), 'NX', now, jid)
-        end
-        for _, tag in ipairs(old_tags) do
-            if not keep[tag] then
-                redis.call('zrem', k_tag(tag), jid)
-            end
-        end
-        history[#history + 1] = { q = p.queue, put = now }
-        redis.call('hset', k_job(jid), 'jid', jid, 'klass', p.klass, 'data', p.data,
-            'priority', priority, 'tags', encode(array(tags)), 'retries', retries,
-            'remaining', retries, 'history', encode(history))
-        redis.call('hdel', k_job(jid), 'failure')
-        if p.depends then
-            for _, dep in ipairs(redis.call('smembers', k_dependencies(jid))) do
-                redis.call('srem', k_dependents(dep), jid)
-            end
-            redis.call('del', k_dependencies(jid))
-            add_dependencies(jid, p.depends)
-        end
-        enqueue(jid, p.queue, now, p.delay, priority)
-        return jid
-    end,
-}
+-- get <jid>  ->  the job as JSON, or nil
+COMMANDS['get'] = function(now, jid)
+    need_jid(jid)
+    local data = job_data(jid)
+    if not data then
+        return nil
+    end
+    return cjson.encode(data)
+end
 
--- pop <queue> <worker> <count>  ->  JSON list of jobs
-COMMANDS.pop = {
-    parse = function(args)
-        no_more(args, 3)
-        return {
-            queue = arg_string(args[1], 'queue'),
-            worker = arg_string(args[2], 'worker'),
-            count = arg_integer(args[3], 'count', 1),
-        }
-    end,
-    keys = function(p, now)
-        local out = keys_queue(keys_new(), p.queue)
-        out[#out + 1] = k_worker(p.worker)
-        return keys_stats(out, p.queue, now)
-    end,
-    run = function(p, now)
-        local queue, worker = p.queue, p.worker
-        redis.call('zadd', K_WORKERS, now, worker)
-        local jids = {}
-        -- 1. Jobs whose lock expired: another worker gets them; that counts as a retry.
-        local expired = redis.call('zrangebyscore', k_queue(queue, 'locks'), '-inf', now,
-            'LIMIT', 0, p.count)
-        for _, jid in ipairs(expired) do
-            local job = job_fields(jid)
-            redis.call('zrem', k_queue(queue, 'locks'), jid)
-            if job then
-                if job.worker and job.worker ~= '' then
-                    redis.call('zrem', k_worker(job.worker), jid)
-                end
-                local remaining = redis.call('hincrbyfloat', k_job(jid), 'remaining', -1)
-                count_stat('retries', queue, now, 1)
-                if tonumber(remaining) < 0 then
-                    fail_job(jid, job, now, retries_group(queue), retries_message(queue),
-                        job.worker or '', nil)
-                else
-                    touch_history(jid, job, { popped = now, worker = worker })
-                    jids[#jids + 1] = jid
-                end
-            end
-        end
-        -- 2. Recurring jobs and scheduled jobs that came due join the work set.
-        spawn_recurring(queue, now, p.count - #jids)
-        promote(queue, now)
-        -- 3. Waiting jobs, by priority then time put.
-        local need = p.count - #jids
-        if need > 0 then
-            local work = redis.call('zrange', k_queue(queue, 'work'), 0, need - 1)
-            for _, jid in ipairs(work) do
-                redis.call('zrem', k_queue(queue, 'work'), jid)
-                local job = job_fields(jid)
-                if job then
-                    local last = touch_history(jid, job, { popped = now, worker = worker })
-                    record('wait', queue, now, now - (tonumber(last.put) or now))
-                    jids[#jids + 1] = jid
-                end
-            end
-        end
-        local expires = now + heartbeat_of(queue)
-        for _, jid in ipairs(jids) do
-            redis.call('hset', k_job(jid), 'state', 'running', 'worker', worker,
-                'expires', expires)
-            redis.call('zadd', k_queue(queue, 'locks'), expires, jid)
-            redis.call('zadd', k_worker(worker), now, jid)
-        end
-        return encode(jobs_data(jids))
-    end,
-}
+-- multiget <jid>...  ->  JSON list of the jobs that exist
+COMMANDS['multiget'] = function(now, ...)
+    return cjson.encode(jobs_data({ ... }))
+end
 
--- peek <queue> <count>  ->  JSON list of jobs (what pop would hand out, without locking)
-COMMANDS.peek = {
-    parse = function(args)
-        no_more(args, 2)
-        return { queue = arg_string(args[1], 'queue'), count = arg_integer(args[2], 'count', 1) }
-    end,
-    keys = function(p)
-        return keys_queue(keys_new(), p.queue)
-    end,
-    run = function(p, now)
-        local jids = redis.call('zrangebyscore', k_queue(p.queue, 'locks'), '-inf', now,
-            'LIMIT', 0, p.count)
-        spawn_recurring(p.queue, now, p.count - #jids)
-        promote(p.queue, now)
-        local need = p.count - #jids
-        if need > 0 then
-            for _, jid in ipairs(redis.call('zrange', k_queue(p.queue, 'work'), 0, need - 1)) do
-                jids[#jids + 1] = jid
-            end
-        end
-        return encode(jobs_data(jids))
-    end,
-}
+-- config.get [option]  ->  the value (a default is an integer reply), or all options as JSON
+COMMANDS['config.get'] = function(now, option)
+    if option then
+        return config_get(option)
+    end
+    local all = {}
+    for name, value in pairs(CONFIG_DEFAULTS) do
+        all[name] = value
+    end
+    local stored = redis.call('hgetall', CONFIG)
+    for i = 1, #stored, 2 do
+        all[stored[i]] = stored[i + 1]
+    end
+    return cjson.encode(all)
+end
 
--- complete <jid> <worker> <queue> <data> [next <queue> [delay <d> | depends <json>]]
---     ->  the job's new state
-COMMANDS.complete = {
-    parse = function(args)
-        local p = {
-            jid = arg_string(args[1], 'jid'),
-            worker = arg_string(args[2], 'worker'),
-            queue = arg_string(args[3], 'queue'),
-            data = args[4],
-            delay = 0,
-        }
-        arg_json(p.data, 'data')
-        local i = 5
-        while args[i] ~= nil do
-            local option, value = args[i], args[i + 1]
-            if value == nil then
-                fail('Bad argument', 'option ' .. option .. ' has no value')
-            end
-            if option == 'next' then
-                p.next = arg_string(value, 'next')
-            elseif option == 'delay' then
-                p.delay = arg_number(value, 'delay', 0)
-            elseif option == 'depends' then
-                p.depends = arg_names(value, 'depends')
-            else
-                fail('Bad argument', 'unknown option: ' .. option)
-            end
-            i = i + 2
+-- config.set <option> <value>  (any text is stored, as qless-core does)
+COMMANDS['config.set'] = function(now, option, value)
+    if not option then
+        error('config.set(): Arg "option" missing')
+    end
+    if not value then
+        error('config.set(): Arg "value" missing')
+    end
+    publish('log', cjson.encode({ event = 'config_set', option = option, value = value }))
+    redis.call('hset', CONFIG, option, value)
+end
+
+-- config.unset <option>
+COMMANDS['config.unset'] = function(now, option)
+    if not option then
+        error('config.unset(): Arg "option" missing')
+    end
+    publish('log', cjson.encode({ event = 'config_unset', option = option }))
+    redis.call('hdel', CONFIG, option)
+end
+
+-- queues [queue]  ->  JSON counts of one queue, or a list for every known queue
+COMMANDS['queues'] = function(now, queue)
+    if queue then
+        return cjson.encode(queue_counts(queue, now))
+    end
+    local out = {}
+    for _, name in ipairs(redis.call('zrange', QUEUES, 0, -1)) do
+        out[#out + 1] = queue_counts(name, now)
+    end
+    return cjson.encode(out)
+end
+
+-- complete <jid> <worker> <queue> <data> [next <queue>] [delay <s>] [depends <json>]
+--     ->  the job's new state: complete, waiting, scheduled or depends
+COMMANDS['complete'] = function(now, jid, worker, queue, data, ...)
+    need_jid(jid)
+    if not worker then
+        error('Complete(): Arg "worker" missing')
+    end
+    if not queue then
+        error('Complete(): Arg "queue" missing')
+    end
+    json_arg(data, 'Complete(): Arg "data" missing or not JSON: ' .. tostring(data))
+    local options = options_of({ ... }, 1)
+    local next_queue = options['next']
+    local delay = 0
+    if options['delay'] ~= nil then
+        delay = number(options['delay'])
+        if delay == nil then
+            error('Complete(): Arg "delay" not a number: ' .. options['delay'])
         end
-        if not p.next and (p.delay > 0 or p.depends) then
-            fail('Bad argument', 'delay and depends need next')
+    end
+    local depends = json_arg(options['depends'] or '[]',
+        'Complete(): Arg "depends" not JSON: ' .. tostring(options['depends']))
+    if not is_name_list(depends) then
+        error('Complete(): Arg "depends" not a JSON array of jids: ' .. options['depends'])
+    end
+    if delay > 0 and #depends > 0 then
+        error('Complete(): "delay" and "depends" are not allowed together')
+    end
+    if options['delay'] and next_queue == nil then
+        error('Complete(): "delay" cannot be used without a "next".')
+    end
+    if options['depends'] and next_queue == nil then
+        error('Complete(): "depends" cannot be used without a "next".')
+    end
+
+    local f = redis.call('hmget', job_key(jid), 'worker', 'state', 'priority', 'retries', 'queue')
+    local holder, state = f[1], f[2]
+    if holder == false then
+        error('Complete(): Job does not exist')
+    elseif state ~= 'running' then
+        error('Complete(): Job is not currently running: ' .. tostring(state))
+    elseif holder ~= worker then
+        error('Complete(): Job has been handed out to another worker: ' .. tostring(holder))
+    elseif f[5] ~= queue then
+        -- qless-core would take the job out of the named queue's sets only, leaving its lock
+        -- in its own queue, to be handed out again after it completed.
+        error('Complete(): Job is in queue "' .. tostring(f[5]) .. '", not "' .. queue .. '"')
+    end
+    local history_count, history_age
+    if not next_queue then
+        history_count = config_number('Complete()', 'jobs-history-count', 50000, true)
+        history_age = config_number('Complete()', 'jobs-history', 604800)
+    end
+    local retries = number(f[4]) or 5
+
+    add_history(jid, now, 'done')
+    -- The data is stored as given (qless-core re-encodes it with cjson, which turns [] into
+    -- {} and keeps 14 significant digits of numbers).
+    redis.call('hset', job_key(jid), 'data', data)
+    queue_remove(queue, jid, ACTIVE)
+    local started = tonumber(redis.call('hget', job_key(jid), 'time')) or now
+    record_stat(queue, now, 'run', now - started)
+    redis.call('hset', job_key(jid), 'time', string.format('%.20f', now))
+    redis.call('zrem', worker_key(worker), jid)
+    if is_tracked(jid) then
+        publish('completed', jid)
+    end
+
+    if next_queue then
+        publish('log', cjson.encode({ jid = jid, event = 'advanced', queue = queue,
+                                      to = next_queue }))
+        add_history(jid, now, 'put', { q = next_queue })
+        add_queue_name(next_queue, now)
+        redis.call('hset', job_key(jid),
+            'state', 'waiting',
+            'worker', '',
+            'failure', '{}',
+            'queue', next_queue,
+            'expires', 0,
+            'remaining', retries)
+        if delay > 0 then
+            redis.call('zadd', queue_key(next_queue, 'scheduled'), now + delay, jid)
+            -- qless-core leaves the state `waiting` here while the job waits in `scheduled`.
+            redis.call('hset', job_key(jid), 'state', 'scheduled')
+            return 'scheduled'
         end
-        if p.depends and #p.depends > 0 and p.delay > 0 then
-            fail('Bad argument', 'delay and depends cannot be used together')
+        add_dependencies(jid, depends)
+        if redis.call('scard', dependencies_key(jid)) > 0 then
+            redis.call('zadd', queue_key(next_queue, 'depends'), now, jid)
+            redis.call('hset', job_key(jid), 'state', 'depends')
+            return 'depends'
         end
-        for _, dep in ipairs(p.depends or {}) do
-            if dep == p.jid then
-                fail('Bad argument', 'job ' .. p.jid .. ' cannot depend on itself')
-            end
+        work_add(next_queue, now, number(f[3]) or 0, jid)
+        return 'waiting'
+    end
+
+    publish('log', cjson.encode({ jid = jid, event = 'completed', queue = queue }))
+    redis.call('hset', job_key(jid),
+        'state', 'complete',
+        'worker', '',
+        'failure', '{}',
+        'queue', '',
+        'expires', 0,
+        'remaining', retries)
+
+    -- Keep completed jobs `jobs-history` seconds, and at most `jobs-history-count` of them.
+    redis.call('zadd', COMPLETED, now, jid)
+    local function forget(old)
+        unindex_tags(old, redis.call('hget', job_key(old), 'tags'))
+        redis.call('del', job_key(old))
+        redis.call('del', history_key(old))
+    end
+    for _, old in ipairs(redis.call('zrangebyscore', COMPLETED, 0, now - history_age)) do
+        forget(old)
+    end
+    redis.call('zremrangebyscore', COMPLETED, 0, now - history_age)
+    for _, old in ipairs(redis.call('zrange', COMPLETED, 0, -1 - history_count)) do
+        forget(old)
+    end
+    redis.call('zremrangebyrank', COMPLETED, 0, -1 - history_count)
+
+    -- Jobs that waited on this one and wait on nothing else now become waiting.
+    for _, dependent in ipairs(redis.call('smembers', dependents_key(jid))) do
+        redis.call('srem', dependencies_key(dependent), jid)
+        if redis.call('scard', dependencies_key(dependent)) == 0 then
+            release(dependent, now)
         end
-        return p
-    end,
-    keys = function(p, now)
-        local out = keys_queue(keys_job(keys_new(), p.jid), p.queue)
-        out[#out + 1] = k_worker(p.worker)
-        keys_stats(out, p.queue, now)
-        if p.next then
-            keys_queue(out, p.next)
-        end
-        for _, dep in ipairs(p.depends or {}) do
-            keys_add(out, k_job(dep), k_dependents(dep))
-        end
-        return out
-    end,
-    run = function(p, now)
-        local jid = p.jid
-        local job = check_lock(jid, p.worker, now, p.queue)
-        redis.call('zrem', k_queue(p.queue, 'locks'), jid)
-        redis.call('zrem', k_worker(p.worker), jid)
-        redis.call('zadd', K_WORKERS, now, p.worker)
-        redis.call('hset', k_job(jid), 'data', p.data)
-        local last = touch_history(jid, job, { done = now })
-        if tonumber(last.popped) then
-            record('run', p.queue, now, now - tonumber(last.popped))
-        end
-        if p.next then
-            local retries = tonumber(job.retries) or DEFAULT_RETRIES
-            redis.call('hset', k_job(jid), 'remaining', retries)
-            push_history(jid, job, { q = p.next, put = now })
-            add_dependencies(jid, p.depends or {})
-            return enqueue(jid, p.next, now, p.delay, tonumber(job.priority) or 0)
-        end
-        redis.call('hset', k_job(jid), 'state', 'complete', 'worker', '', 'expires', 0,
-            'queue', '')
-        redis.call('zadd', K_COMPLETED, now, jid)
-        for _, dependent in ipairs(redis.call('smembers', k_dependents(jid))) do
-            redis.call('srem', k_dependencies(dependent), jid)
-            release_if_ready(dependent, now)
-        end
-        redis.call('del', k_dependents(jid))
-        prune(now)
-        return 'complete'
-    end,
-}
+    end
+    redis.call('del', dependents_key(jid))
+    return 'complete'
+end
+
+-- failed  ->  JSON {group: number of jobs}
+-- failed <group> [start [limit]]  ->  JSON {total, jobs: [jid...]}
+COMMANDS['failed'] = function(now, group, start, limit)
+    local first = number(start or 0)
+    if first == nil then
+        error('Failed(): Arg "start" is not a number: ' .. start)
+    end
+    local size = number(limit or 25)
+    if size == nil then
+        error('Failed(): Arg "limit" is not a number: ' .. limit)
+    end
+    if group then
+        -- As qless-core: `limit` is the end of the range, not its length.
+        return cjson.encode({
+            total = redis.call('llen', group_key(group)),
+            jobs = redis.call('lrange', group_key(group), first, size - 1),
+        })
+    end
+    local counts = {}
+    for _, name in ipairs(redis.call('smembers', FAILURES)) do
+        counts[name] = redis.call('llen', group_key(name))
+    end
+    return cjson.encode(counts)
+end
 
 -- fail <jid> <worker> <group> <message> [data]  ->  jid
-COMMANDS.fail = {
-    parse = function(args)
-        no_more(args, 5)
-        local p = {
-            jid = arg_string(args[1], 'jid'),
-            worker = arg_string(args[2], 'worker'),
-            group = arg_string(args[3], 'group'),
-            message = args[4],
-            data = args[5],
-        }
-        if p.message == nil then
-            fail('Bad argument', 'message is missing')
-        end
-        if p.data ~= nil then
-            arg_json(p.data, 'data')
-        end
-        return p
-    end,
-    keys = function(p)
-        return keys_add(keys_job(keys_new(), p.jid), k_group(p.group))
-    end,
-    run = function(p, now)
-        local job = must_exist(p.jid)
-        fail_job(p.jid, job, now, p.group, p.message, p.worker, p.data)
-        return p.jid
-    end,
-}
+COMMANDS['fail'] = function(now, jid, worker, group, message, data)
+    need_jid(jid)
+    if not worker then
+        error('Fail(): Arg "worker" missing')
+    end
+    if not group then
+        error('Fail(): Arg "group" missing')
+    end
+    if not message then
+        error('Fail(): Arg "message" missing')
+    end
+    local new_data = false
+    if data then
+        new_data = cjson.decode(data) ~= false
+    end
+    local f = redis.call('hmget', job_key(jid), 'queue', 'state', 'worker')
+    local queue, state = f[1], f[2]
+    if not state then
+        error('Fail(): Job does not exist')
+    elseif state ~= 'running' then
+        error('Fail(): Job not currently running: ' .. state)
+    elseif f[3] ~= worker then
+        -- qless-core takes the job from any worker, and leaves it in its holder's job set.
+        error('Fail(): Job has been handed out to another worker: ' .. tostring(f[3]))
+    end
 
--- failed [<group> [offset [count]]]  ->  JSON {group: count} or {total, jobs}
-COMMANDS.failed = {
-    parse = function(args)
-        local p = {}
-        if args[1] ~= nil then
-            p.group = arg_string(args[1], 'group')
-            p.offset, p.count = arg_page(args, 2, 'failed')
-        end
-        return p
-    end,
-    keys = function(p)
-        local out = keys_new()
-        if p.group then
-            out[#out + 1] = k_group(p.group)
-        end
-        return out
-    end,
-    run = function(p)
-        if not p.group then
-            local counts = {}
-            for _, group in ipairs(redis.call('smembers', K_FAILURES)) do
-                counts[group] = redis.call('llen', k_group(group))
-            end
-            return encode(counts)
-        end
-        local key = k_group(p.group)
-        local jobs = array()
-        if p.count > 0 then
-            local jids = redis.call('lrange', key, p.offset, p.offset + p.count - 1)
-            for _, data in ipairs(jobs_data(jids)) do
-                if data.failure ~= NULL then
-                    data.message = data.failure.message
-                    data.type = data.failure.group
-                end
-                jobs[#jobs + 1] = data
-            end
-        end
-        return encode({ total = redis.call('llen', key), jobs = jobs })
-    end,
-}
+    publish('log', cjson.encode({ jid = jid, event = 'failed', worker = worker, group = group,
+                                  message = message }))
+    if is_tracked(jid) then
+        publish('failed', jid)
+    end
+    redis.call('zrem', worker_key(worker), jid)
+    add_history(jid, now, 'failed', { worker = worker, group = group })
+    local day = day_of(now)
+    count_stat(queue, day, 'failures', 1)
+    count_stat(queue, day, 'failed', 1)
+    queue_remove(queue, jid, ACTIVE)
+    if new_data then
+        redis.call('hset', job_key(jid), 'data', data)
+    end
+    redis.call('hset', job_key(jid),
+        'state', 'failed',
+        'worker', '',
+        'expires', '',
+        'failure', cjson.encode({
+            group = group,
+            message = message,
+            when = math.floor(now),
+            worker = worker,
+        }))
+    redis.call('sadd', FAILURES, group)
+    redis.call('lpush', group_key(group), jid)
+    return jid
+end
 
--- retry <jid> <queue> <worker> [delay]  ->  retries remaining (negative: the job failed)
-COMMANDS.retry = {
-    parse = function(args)
-        no_more(args, 4)
-        local p = {
-            jid = arg_string(args[1], 'jid'),
-            queue = arg_string(args[2], 'queue'),
-            worker = arg_string(args[3], 'worker'),
-            delay = 0,
-        }
-        if args[4] ~= nil then
-            p.delay = arg_number(args[4], 'delay', 0)
+-- jobs complete [offset [count]]  |  jobs <running|stalled|scheduled|depends|recurring>
+--     <queue> [offset [count]]  ->  a list of jids
+COMMANDS['jobs'] = function(now, state, ...)
+    if not state then
+        error('Jobs(): Arg "state" missing')
+    end
+    local args = { ... }
+    local function page(i)
+        local offset = number(args[i] or 0)
+        if offset == nil then
+            error('Jobs(): Arg "offset" not a number: ' .. tostring(args[i]))
         end
-        return p
-    end,
-    keys = function(p, now)
-        local out = keys_queue(keys_job(keys_new(), p.jid), p.queue)
-        keys_add(out, k_worker(p.worker), k_group(retries_group(p.queue)))
-        return keys_stats(out, p.queue, now)
-    end,
-    run = function(p, now)
-        local jid = p.jid
-        local job = check_lock(jid, p.worker, now, p.queue)
-        redis.call('zadd', K_WORKERS, now, p.worker)
-        local remaining = tonumber(redis.call('hincrbyfloat', k_job(jid), 'remaining', -1))
-        count_stat('retries', p.queue, now, 1)
-        if remaining < 0 then
-            fail_job(jid, job, now, retries_group(p.queue), retries_message(p.queue), p.worker,
-                nil)
-            return remaining
+        local count = number(args[i + 1] or 25)
+        if count == nil then
+            error('Jobs(): Arg "count" not a number: ' .. tostring(args[i + 1]))
         end
-        detach(jid, job, now)
-        push_history(jid, job, { q = p.queue, put = now })
-        enqueue(jid, p.queue, now, p.delay, tonumber(job.priority) or 0)
-        return remaining
-    end,
-}
+        return offset, count
+    end
+    if state == 'complete' then
+        local offset, count = page(1)
+        return redis.call('zrevrange', COMPLETED, offset, offset + count - 1)
+    end
+    local queue = args[1]
+    if not queue then
+        error('Jobs(): Arg "queue" missing')
+    end
+    local offset, count = page(2)
+    if state == 'running' then
+        return redis.call('zrangebyscore', queue_key(queue, 'locks'), now, '+inf',
+            'LIMIT', offset, count)
+    elseif state == 'stalled' then
+        return expired_locks(queue, now, offset, count)
+    elseif state == 'scheduled' then
+        promote_scheduled(queue, now, redis.call('zcard', queue_key(queue, 'scheduled')))
+        return redis.call('zrange', queue_key(queue, 'scheduled'), offset, offset + count - 1)
+    elseif state == 'depends' then
+        return redis.call('zrange', queue_key(queue, 'depends'), offset, offset + count - 1)
+    elseif state == 'recurring' then
+        return redis.call('zrangebyscore', queue_key(queue, 'recur'), 0, '+inf',
+            'LIMIT', offset, count)
+    end
+    error('Jobs(): Unknown type "' .. state .. '"')
+end
 
--- heartbeat <jid> <worker> [data]  ->  the new expiry time (a decimal string)
-COMMANDS.heartbeat = {
-    parse = function(args)
-        no_more(args, 3)
-        local p = { jid = arg_string(args[1], 'jid'), worker = arg_string(args[2], 'worker'),
-                    data = args[3] }
-        if p.data ~= nil then
-            arg_json(p.data, 'data')
-        end
-        return p
-    end,
-    keys = function(p)
-        return keys_add(keys_job(keys_new(), p.jid), k_worker(p.worker))
-    end,
-    run = function(p, now)
-        local job = check_lock(p.jid, p.worker, now, nil)
-        local expires = now + heartbeat_of(job.queue)
-        redis.call('hset', k_job(p.jid), 'expires', expires)
-        if p.data ~= nil then
-            redis.call('hset', k_job(p.jid), 'data', p.data)
-        end
-        redis.call('zadd', k_queue(job.queue, 'locks'), expires, p.jid)
-        redis.call('zadd', k_worker(p.worker), now, p.jid)
-        redis.call('zadd', K_WORKERS, now, p.worker)
-        return tostring(expires)
-    end,
-}
+-- retry <jid> <queue> <worker> [delay [group message]]  ->  the retries left; below 0 the job
+-- failed instead (group `failed-retries-<queue>` unless one is given)
+COMMANDS['retry'] = function(now, jid, queue, worker, delay, group, message)
+    need_jid(jid)
+    if not queue then
+        error('Retry(): Arg "queue" missing')
+    end
+    if not worker then
+        error('Retry(): Arg "worker" missing')
+    end
+    local wait = number(delay or 0)
+    if wait == nil then
+        error('Retry(): Arg "delay" not a number: ' .. tostring(delay))
+    end
+    local f = redis.call('hmget', job_key(jid), 'queue', 'state', 'worker', 'priority')
+    local old_queue, state, holder = f[1], f[2], f[3]
+    if holder == false then
+        error('Retry(): Job does not exist')
+    elseif state ~= 'running' then
+        error('Retry(): Job is not currently running: ' .. tostring(state))
+    elseif holder ~= worker then
+        error('Retry(): Job has been given to another worker: ' .. holder)
+    elseif old_queue ~= queue then
+        -- qless-core would put the job in the named queue while its hash names the old one.
+        error('Retry(): Job is in queue "' .. tostring(old_queue) .. '", not "' .. queue .. '"')
+    end
 
--- cancel <jid> [<jid>...]  ->  JSON list of the jids cancelled (those that existed)
-COMMANDS.cancel = {
-    parse = function(args)
-        if args[1] == nil then
-            fail('Bad argument', 'jid is missing')
+    local remaining = redis.call('hincrby', job_key(jid), 'remaining', -1)
+    redis.call('hdel', job_key(jid), 'grace')
+    redis.call('zrem', queue_key(queue, 'locks'), jid)
+    redis.call('zrem', worker_key(worker), jid)
+    if remaining < 0 then
+        local failed_group = group or ('failed-retries-' .. queue)
+        add_history(jid, now, 'failed', { group = failed_group })
+        redis.call('hset', job_key(jid), 'state', 'failed', 'worker', '', 'expires', '')
+        local failure
+        if message ~= nil then
+            failure = { group = failed_group, message = message, when = math.floor(now),
+                        worker = worker }
+        else
+            failure = { group = failed_group, message = exhausted_message(queue), when = now,
+                        worker = '' }
         end
-        local p = { jids = {} }
-        for i, jid in ipairs(args) do
-            p.jids[i] = arg_string(jid, 'jid')
+        redis.call('hset', job_key(jid), 'failure', cjson.encode(failure))
+        redis.call('sadd', FAILURES, failed_group)
+        redis.call('lpush', group_key(failed_group), jid)
+    else
+        if wait > 0 then
+            redis.call('zadd', queue_key(queue, 'scheduled'), now + wait, jid)
+            redis.call('hset', job_key(jid), 'state', 'scheduled')
+        else
+            work_add(queue, now, number(f[4]) or 0, jid)
+            redis.call('hset', job_key(jid), 'state', 'waiting')
         end
-        return p
-    end,
-    keys = function(p)
-        local out = keys_new()
-        for _, jid in ipairs(p.jids) do
-            keys_job(out, jid)
+        if group ~= nil and message ~= nil then
+            redis.call('hset', job_key(jid), 'failure', cjson.encode({
+                group = group,
+                message = message,
+                when = math.floor(now),
+                worker = worker,
+            }))
         end
-        return out
-    end,
-    run = function(p, now)
-        local cancelling = {}
-        for _, jid in ipairs(p.jids) do
-            cancelling[jid] = true
-        end
-        local jobs = {}
-        for _, jid in ipairs(p.jids) do
-            local job = job_fields(jid)
-            if job and not jobs[jid] then
-                for _, dependent in ipairs(redis.call('smembers', k_dependents(jid))) do
-                    if not cancelling[dependent] then
-                        fail('Has dependents', 'job ' .. dependent .. ' depends on ' .. jid)
-                    end
-                end
-                jobs[jid] = job
-            end
-        end
-        local done = array()
-        for _, jid in ipairs(p.jids) do
-            local job = jobs[jid]
-            if job then
-                jobs[jid] = nil
-                detach(jid, job, now)
-                redis.call('zrem', K_TRACKED, jid)
-                delete_job(jid, job)
-                done[#done + 1] = jid
-            end
-        end
-        return encode(done)
-    end,
-}
+    end
+    return remaining
+end
 
 -- depends <jid> on <jid>...  |  depends <jid> off <jid>...  |  depends <jid> off all  ->  1
-COMMANDS.depends = {
-    parse = function(args)
-        local p = { jid = arg_string(args[1], 'jid'), mode = args[2], jids = {} }
-        if p.mode ~= 'on' and p.mode ~= 'off' then
-            fail('Bad argument', 'depends takes on or off, not ' .. tostring(p.mode))
-        end
-        local i = 3
-        while args[i] ~= nil do
-            p.jids[#p.jids + 1] = arg_string(args[i], 'jid')
-            i = i + 1
-        end
-        if #p.jids == 0 then
-            fail('Bad argument', 'depends ' .. p.mode .. ' needs jids')
-        end
-        if p.mode == 'off' and p.jids[1] == 'all' then
-            if #p.jids > 1 then
-                fail('Bad argument', 'unexpected argument: ' .. p.jids[2])
+-- (only for a job in the depends state)
+COMMANDS['depends'] = function(now, jid, command, ...)
+    need_jid(jid)
+    if not command then
+        error('Depends(): Arg "command" missing')
+    end
+    local state = redis.call('hget', job_key(jid), 'state')
+    if state ~= 'depends' then
+        error('Depends(): Job ' .. jid .. ' not in the depends state: ' .. tostring(state))
+    end
+    local jids = { ... }
+    if command == 'on' then
+        add_dependencies(jid, jids)
+        return true
+    elseif command == 'off' then
+        if jids[1] == 'all' then
+            for _, dep in ipairs(redis.call('smembers', dependencies_key(jid))) do
+                redis.call('srem', dependents_key(dep), jid)
             end
-            p.all = true
-            p.jids = {}
-        end
-        for _, dep in ipairs(p.jids) do
-            if dep == p.jid then
-                fail('Bad argument', 'job ' .. p.jid .. ' cannot depend on itself')
-            end
-        end
-        return p
-    end,
-    keys = function(p)
-        local out = keys_job(keys_new(), p.jid)
-        for _, dep in ipairs(p.jids) do
-            keys_add(out, k_job(dep), k_dependents(dep))
-        end
-        return out
-    end,
-    run = function(p, now)
-        local job = must_exist(p.jid)
-        if job.state ~= 'depends' then
-            fail('Wrong state', 'job ' .. p.jid .. ' is ' .. tostring(job.state) ..
-                ', not depends')
-        end
-        if p.mode == 'on' then
-            add_dependencies(p.jid, p.jids)
+            redis.call('del', dependencies_key(jid))
+            release(jid, now)
         else
-            local drop = p.jids
-            if p.all then
-                drop = redis.call('smembers', k_dependencies(p.jid))
-            end
-            for _, dep in ipairs(drop) do
-                redis.call('srem', k_dependencies(p.jid), dep)
-                redis.call('srem', k_dependents(dep), p.jid)
-            end
-        end
-        release_if_ready(p.jid, now)
-        return 1
-    end,
-}
-
--- priority <jid> <priority>  ->  the priority
-COMMANDS.priority = {
-    parse = function(args)
-        no_more(args, 2)
-        return { jid = arg_string(args[1], 'jid'), priority = arg_integer(args[2], 'priority') }
-    end,
-    keys = function(p)
-        return keys_job(keys_new(), p.jid)
-    end,
-    run = function(p)
-        local job = must_exist(p.jid)
-        redis.call('hset', k_job(p.jid), 'priority', p.priority)
-        if job.state == 'waiting' and job.queue and job.queue ~= '' then
-            local key = k_queue(job.queue, 'work')
-            local score = tonumber(redis.call('zscore', key, p.jid))
-            if score then
-                -- Keep the time part of the score: the job keeps its place among its equals.
-                local when = score - (tonumber(job.priority) or 0)
-                redis.call('zadd', key, p.priority + when, p.jid)
-            end
-        end
-        return p.priority
-    end,
-}
-
--- tag add <jid> <tag>... | tag remove <jid> <tag>...  ->  JSON list of the job's tags
--- tag get <tag> [offset [count]]  ->  JSON {total, jobs}
-COMMANDS.tag = {
-    parse = function(args)
-        local p = { mode = args[1] }
-        if p.mode == 'add' or p.mode == 'remove' then
-            p.jid = arg_string(args[2], 'jid')
-            p.tags = {}
-            local i = 3
-            while args[i] ~= nil do
-                p.tags[#p.tags + 1] = arg_string(args[i], 'tag')
-                i = i + 1
-            end
-        elseif p.mode == 'get' then
-            p.tag = arg_string(args[2], 'tag')
-            p.offset, p.count = arg_page(args, 3, 'tag get')
-        else
-            fail('Bad argument', 'tag takes add, remove or get, not ' .. tostring(p.mode))
-        end
-        return p
-    end,
-    keys = function(p)
-        local out = keys_new()
-        if p.mode == 'get' then
-            out[#out + 1] = k_tag(p.tag)
-            return out
-        end
-        keys_job(out, p.jid)
-        for _, tag in ipairs(p.tags) do
-            out[#out + 1] = k_tag(tag)
-        end
-        return out
-    end,
-    run = function(p, now)
-        if p.mode == 'get' then
-            local key = k_tag(p.tag)
-            local jobs = array()
-            if p.count > 0 then
-                jobs = list_copy(redis.call('zrange', key, p.offset, p.offset + p.count - 1))
-            end
-            return encode({ total = redis.call('zcard', key), jobs = jobs })
-        end
-        local job = must_exist(p.jid)
-        local tags = job_tags(job)
-        local out = array()
-        if p.mode == 'add' then
-            local have = {}
-            for _, tag in ipairs(tags) do
-                have[tag] = true
-                out[#out + 1] = tag
-            end
-            for _, tag in ipairs(p.tags) do
-                if not have[tag] then
-                    have[tag] = true
-                    out[#out + 1] = tag
-                    redis.call('zadd', k_tag(tag), 'NX', now, p.jid)
-                end
-            end
-        else
-            local drop = {}
-            for _, tag in ipairs(p.tags) do
-                drop[tag] = true
-                redis.call('zrem', k_tag(tag), p.jid)
-            end
-            for _, tag in ipairs(tags) do
-                if not drop[tag] then
-                    out[#out + 1] = tag
+            for _, dep in ipairs(jids) do
+                redis.call('srem', dependents_key(dep), jid)
+                redis.call('srem', dependencies_key(jid), dep)
+                if redis.call('scard', dependencies_key(jid)) == 0 then
+                    release(jid, now)
                 end
             end
         end
-        redis.call('hset', k_job(p.jid), 'tags', encode(out))
-        return encode(out)
-    end,
-}
+        return true
+    end
+    error('Depends(): Argument "command" must be "on" or "off"')
+end
 
--- track  ->  JSON {jobs, expired}  |  track track <jid>  |  track untrack <jid>  ->  1 or 0
-COMMANDS.track = {
-    parse = function(args)
-        local p = { mode = args[1] }
-        if p.mode == nil then
-            return p
-        end
-        if p.mode ~= 'track' and p.mode ~= 'untrack' then
-            fail('Bad argument', 'track takes track or untrack, not ' .. tostring(p.mode))
-        end
-        p.jid = arg_string(args[2], 'jid')
-        no_more(args, 2)
-        return p
-    end,
-    keys = function(p)
-        local out = keys_new()
-        if p.jid then
-            keys_job(out, p.jid)
-        end
-        return out
-    end,
-    run = function(p, now)
-        if p.mode == 'track' then
-            must_exist(p.jid)
-            return redis.call('zadd', K_TRACKED, 'NX', now, p.jid)
-        elseif p.mode == 'untrack' then
-            return redis.call('zrem', K_TRACKED, p.jid)
-        end
-        local jobs, expired = array(), array()
-        for _, jid in ipairs(redis.call('zrange', K_TRACKED, 0, -1)) do
-            local data = job_data(jid)
+-- heartbeat <jid> <worker> [data]  ->  the new lock expiry (an integer reply: Redis truncates)
+COMMANDS['heartbeat'] = function(now, jid, worker, data)
+    need_jid(jid)
+    if not worker then
+        error('Heatbeat(): Arg "worker" missing') -- sic: qless-core's spelling
+    end
+    local queue = redis.call('hget', job_key(jid), 'queue') or ''
+    local expires = now + heartbeat_of('Heartbeat()', queue)
+    local new_data = false
+    if data then
+        new_data = cjson.decode(data) ~= false
+    end
+    local f = redis.call('hmget', job_key(jid), 'worker', 'state')
+    local holder, state = f[1], f[2]
+    if holder == false then
+        error('Heartbeat(): Job does not exist')
+    elseif state ~= 'running' then
+        error('Heartbeat(): Job not currently running: ' .. tostring(state))
+    elseif holder ~= worker or #holder == 0 then
+        error('Heartbeat(): Job given out to another worker: ' .. holder)
+    end
+    redis.call('hset', job_key(jid), 'expires', expires, 'worker', worker)
+    if new_data then
+        redis.call('hset', job_key(jid), 'data', data)
+    end
+    redis.call('zadd', worker_key(worker), expires, jid)
+    redis.call('zadd', queue_key(queue, 'locks'), expires, jid)
+    return expires
+end
+
+-- workers  ->  JSON list of {name, jobs, stalled} (counts), most recently seen first
+-- workers <worker>  ->  JSON {jobs: [jid...], stalled: [jid...]}
+-- Workers not seen (popping) for `max-worker-age` seconds are forgotten first.
+COMMANDS['workers'] = function(now, worker)
+    local age = config_number('Workers()', 'max-worker-age', 86400)
+    for _, old in ipairs(redis.call('zrangebyscore', WORKERS, 0, now - age)) do
+        redis.call('del', worker_key(old))
+    end
+    redis.call('zremrangebyscore', WORKERS, 0, now - age)
+    if worker then
+        return cjson.encode({
+            jobs = redis.call('zrevrangebyscore', worker_key(worker), now + 8640000, now),
+            stalled = redis.call('zrevrangebyscore', worker_key(worker), now, 0),
+        })
+    end
+    local out = {}
+    for _, name in ipairs(redis.call('zrevrange', WORKERS, 0, -1)) do
+        out[#out + 1] = {
+            name = name,
+            jobs = redis.call('zcount', worker_key(name), now, now + 8640000),
+            stalled = redis.call('zcount', worker_key(name), 0, now),
+        }
+    end
+    return cjson.encode(out)
+end
+
+-- track  ->  JSON {jobs: [job...], expired: [jid...]}
+-- track track|untrack <jid>  ->  "1" or "0" (a JSON number, as qless-core replies)
+COMMANDS['track'] = function(now, command, jid)
+    if command == nil then
+        local jobs, expired = {}, {}
+        for _, tracked in ipairs(redis.call('zrange', TRACKED, 0, -1)) do
+            local data = job_data(tracked)
             if data then
                 jobs[#jobs + 1] = data
             else
-                expired[#expired + 1] = jid
+                expired[#expired + 1] = tracked
             end
         end
-        return encode({ jobs = jobs, expired = expired })
-    end,
-}
+        return cjson.encode({ jobs = jobs, expired = expired })
+    end
+    if not jid then
+        error('Track(): Arg "jid" missing')
+    end
+    if not job_exists(jid) then
+        error('Track(): Job does not exist')
+    end
+    local action = string.lower(command)
+    if action == 'track' then
+        publish('track', jid)
+        return cjson.encode(redis.call('zadd', TRACKED, now, jid))
+    elseif action == 'untrack' then
+        publish('untrack', jid)
+        return cjson.encode(redis.call('zrem', TRACKED, jid))
+    end
+    error('Track(): Unknown action "' .. command .. '"')
+end
 
--- get <jid>  ->  JSON job, or nil when there is no such job
-COMMANDS.get = {
-    parse = function(args)
-        no_more(args, 1)
-        return { jid = arg_string(args[1], 'jid') }
-    end,
-    keys = function(p)
-        return keys_job(keys_new(), p.jid)
-    end,
-    run = function(p)
-        local data = job_data(p.jid)
-        if not data then
-            return false
+-- tag add <jid> <tag>...  ->  the job's tags as JSON, encoded as a JSON string once more
+--     (qless-core's reply)
+-- tag remove <jid> <tag>...  ->  the job's tags as JSON
+-- tag get <tag> [offset [end]]  ->  JSON {total, jobs: [jid...]}
+-- tag top [offset [count]]  ->  JSON list of the tags on at least 2 jobs, most used first
+--
+-- `ql:tags` counts, for each tag, the jobs that carry it. qless-core counts a tag again when it
+-- is added to a job that has it, and off when it is removed from a job that lacks it; we count
+-- only real changes.
+COMMANDS['tag'] = function(now, command, ...)
+    if not command then
+        error('Tag(): Arg "command" must be "add", "remove", "get" or "top"')
+    end
+    local args = { ... }
+    if command == 'add' or command == 'remove' then
+        local jid = args[1]
+        if not jid then
+            error('Tag(): Arg "jid" missing')
         end
-        return encode(data)
-    end,
-}
-
--- jobs <state> <queue> [offset [count]]  |  jobs complete [offset [count]]  ->  JSON jids
-COMMANDS.jobs = {
-    parse = function(args)
-        local p = { state = args[1] }
-        if not STATES[p.state or ''] then
-            fail('Bad argument', 'unknown state: ' .. tostring(p.state))
+        local text = redis.call('hget', job_key(jid), 'tags')
+        if not text then
+            error('Tag(): Job ' .. jid .. ' does not exist')
         end
-        if p.state == 'complete' then
-            p.offset, p.count = arg_page(args, 2, 'jobs')
-        else
-            p.queue = arg_string(args[2], 'queue')
-            p.offset, p.count = arg_page(args, 3, 'jobs')
-        end
-        return p
-    end,
-    keys = function(p)
-        local out = keys_new()
-        if p.queue then
-            keys_queue(out, p.queue)
-        end
-        return out
-    end,
-    run = function(p, now)
-        local first, last = p.offset, p.offset + p.count - 1
-        if p.count == 0 then
-            return '[]'
-        end
-        if p.state == 'complete' then
-            return encode(list_copy(redis.call('zrevrange', K_COMPLETED, first, last)))
-        end
-        local q = p.queue
-        local jids
-        if p.state == 'running' then
-            jids = redis.call('zrangebyscore', k_queue(q, 'locks'), '(' .. now, '+inf',
-                'LIMIT', p.offset, p.count)
-        elseif p.state == 'stalled' then
-            jids = redis.call('zrangebyscore', k_queue(q, 'locks'), '-inf', now,
-                'LIMIT', p.offset, p.count)
-        else
-            promote(q, now)
-            local part = ({ waiting = 'work', scheduled = 'scheduled', depends = 'depends',
-                            recurring = 'recur' })[p.state]
-            jids = redis.call('zrange', k_queue(q, part), first, last)
-        end
-        return encode(list_copy(jids))
-    end,
-}
-
--- queues [<queue>]  ->  JSON list of counts, or the counts of one queue
-COMMANDS.queues = {
-    parse = function(args)
-        no_more(args, 1)
-        local p = {}
-        if args[1] ~= nil then
-            p.queue = arg_string(args[1], 'queue')
-        end
-        return p
-    end,
-    keys = function(p)
-        local out = keys_new()
-        if p.queue then
-            keys_queue(out, p.queue)
-        end
-        return out
-    end,
-    run = function(p, now)
-        if p.queue then
-            return encode(queue_counts(p.queue, now))
-        end
-        local out = array()
-        for _, queue in ipairs(redis.call('zrange', K_QUEUES, 0, -1)) do
-            out[#out + 1] = queue_counts(queue, now)
-        end
-        return encode(out)
-    end,
-}
-
--- workers [<worker>]  ->  JSON list of {name, jobs, stalled} or {jobs, stalled} of one worker
-COMMANDS.workers = {
-    parse = function(args)
-        no_more(args, 1)
-        local p = {}
-        if args[1] ~= nil then
-            p.worker = arg_string(args[1], 'worker')
-        end
-        return p
-    end,
-    keys = function(p)
-        local out = keys_new()
-        if p.worker then
-            out[#out + 1] = k_worker(p.worker)
-        end
-        return out
-    end,
-    run = function(p, now)
-        redis.call('zremrangebyscore', K_WORKERS, '-inf',
-            '(' .. (now - config_number('max-worker-age')))
-        local function split(worker)
-            local jobs, stalled = array(), array()
-            for _, jid in ipairs(redis.call('zrevrange', k_worker(worker), 0, -1)) do
-                local expires = tonumber(redis.call('hget', k_job(jid), 'expires'))
-                if expires and expires > now then
-                    jobs[#jobs + 1] = jid
+        local tags = stored_tags(text)
+        if command == 'add' then
+            local has = {}
+            for _, tag in ipairs(tags) do
+                has[tag] = true
+            end
+            for i = 2, #args do
+                local tag = args[i]
+                if has[tag] then
+                    redis.call('zadd', tag_key(tag), now, jid)
                 else
-                    stalled[#stalled + 1] = jid
+                    has[tag] = true
+                    tags[#tags + 1] = tag
+                    index_tag(jid, tag, now, 1)
                 end
             end
-            return jobs, stalled
+            local encoded = cjson.encode(tags)
+            redis.call('hset', job_key(jid), 'tags', encoded)
+            return cjson.encode(encoded)
         end
-        if p.worker then
-            local jobs, stalled = split(p.worker)
-            return encode({ jobs = jobs, stalled = stalled })
+        local drop = {}
+        for i = 2, #args do
+            drop[args[i]] = true
         end
-        local out = array()
-        for _, worker in ipairs(redis.call('zrevrange', K_WORKERS, 0, -1)) do
-            local jobs, stalled = split(worker)
-            out[#out + 1] = { name = worker, jobs = #jobs, stalled = #stalled }
-        end
-        return encode(out)
-    end,
-}
-
--- stats <queue> <date>  ->  JSON {failed, failures, retries, wait, run}
-COMMANDS.stats = {
-    parse = function(args)
-        no_more(args, 2)
-        return { queue = arg_string(args[1], 'queue'), date = arg_number(args[2], 'date', 0) }
-    end,
-    keys = function(p)
-        return keys_stats(keys_new(), p.queue, p.date)
-    end,
-    run = function(p, now)
-        local day = day_of(p.date)
-        local old = now - day >= config_number('histogram-history') * DAY
-        local function summary(kind)
-            local key = k_stats(kind, day, p.queue)
-            if old then
-                -- Histograms are kept `histogram-history` days: drop them on sight.
-                redis.call('hdel', key, unpack(BUCKETS))
-            end
-            local values = redis.call('hmget', key, 'total', 'mean', 'vk', unpack(BUCKETS))
-            local total = tonumber(values[1]) or 0
-            local vk = tonumber(values[3]) or 0
-            local histogram = array()
-            for i = 1, #BUCKETS do
-                histogram[i] = tonumber(values[i + 3]) or 0
-            end
-            local variance = 0
-            if total > 1 then
-                variance = vk / (total - 1)
-            end
-            return { total = total, mean = tonumber(values[2]) or 0, variance = variance,
-                     histogram = histogram }
-        end
-        local counts = redis.call('hmget', k_stats('stats', day, p.queue), 'failed',
-            'failures', 'retries')
-        return encode({
-            failed = tonumber(counts[1]) or 0,
-            failures = tonumber(counts[2]) or 0,
-            retries = tonumber(counts[3]) or 0,
-            wait = summary('wait'),
-            run = summary('run'),
-        })
-    end,
-}
-
--- config.get [option]  ->  the value (nil when unset without default) or JSON of them all
-COMMANDS['config.get'] = {
-    parse = function(args)
-        no_more(args, 1)
-        return { option = args[1] }
-    end,
-    keys = function()
-        return keys_new()
-    end,
-    run = function(p)
-        if p.option ~= nil then
-            local value = redis.call('hget', K_CONFIG, p.option)
-            if value then
-                return value
-            end
-            if DEFAULTS[p.option] then
-                return tostring(DEFAULTS[p.option])
-            end
-            return false
-        end
-        local all = {}
-        for name, value in pairs(DEFAULTS) do
-            all[name] = tostring(value)
-        end
-        local stored = redis.call('hgetall', K_CONFIG)
-        for i = 1, #stored, 2 do
-            all[stored[i]] = stored[i + 1]
-        end
-        return encode(all)
-    end,
-}
-
--- config.set <option> <value>  ->  nil
-COMMANDS['config.set'] = {
-    parse = function(args)
-        no_more(args, 2)
-        local p = { option = arg_string(args[1], 'option'), value = args[2] }
-        if p.value == nil then
-            fail('Bad argument', 'value is missing')
-        end
-        local minimum = NUMERIC_OPTIONS[p.option]
-        if minimum == nil and string.sub(p.option, 1, 10) == 'heartbeat-' then
-            minimum = 0
-        end
-        if minimum ~= nil then
-            arg_number(p.value, p.option, minimum)
-        end
-        return p
-    end,
-    keys = function()
-        return keys_new()
-    end,
-    run = function(p)
-        redis.call('hset', K_CONFIG, p.option, p.value)
-        return false
-    end,
-}
-
--- config.unset <option>  ->  nil
-COMMANDS['config.unset'] = {
-    parse = function(args)
-        no_more(args, 1)
-        return { option = arg_string(args[1], 'option') }
-    end,
-    keys = function()
-        return keys_new()
-    end,
-    run = function(p)
-        redis.call('hdel', K_CONFIG, p.option)
-        return false
-    end,
-}
-
--- unfail <queue> <group> [count]  ->  how many jobs moved (the oldest failures first)
-COMMANDS.unfail = {
-    parse = function(args)
-        no_more(args, 3)
-        local p = { queue = arg_string(args[1], 'queue'), group = arg_string(args[2], 'group'),
-                    count = DEFAULT_LIMIT }
-        if args[3] ~= nil then
-            p.count = arg_integer(args[3], 'count', 1)
-        end
-        return p
-    end,
-    keys = function(p)
-        return keys_add(keys_queue(keys_new(), p.queue), k_group(p.group))
-    end,
-    run = function(p, now)
-        local jids = redis.call('lrange', k_group(p.group), -p.count, -1)
-        local moved = 0
-        for i = #jids, 1, -1 do
-            local jid = jids[i]
-            local job = job_fields(jid)
-            if job and job.state == 'failed' then
-                detach(jid, job, now)
-                redis.call('hset', k_job(jid), 'remaining', tonumber(job.retries) or
-                    DEFAULT_RETRIES)
-                push_history(jid, job, { q = p.queue, put = now })
-                enqueue(jid, p.queue, now, 0, tonumber(job.priority) or 0)
-                moved = moved + 1
+        local kept, carried = {}, {}
+        for _, tag in ipairs(tags) do
+            if drop[tag] then
+                carried[tag] = (carried[tag] or 0) + 1
             else
-                redis.call('lrem', k_group(p.group), 0, jid)
+                kept[#kept + 1] = tag
             end
         end
-        if redis.call('llen', k_group(p.group)) == 0 then
-            redis.call('srem', K_FAILURES, p.group)
+        for i = 2, #args do
+            local tag = args[i]
+            redis.call('zrem', tag_key(tag), jid)
+            if carried[tag] then
+                redis.call('zincrby', TAGS, -carried[tag], tag)
+                carried[tag] = nil
+            end
         end
-        return moved
-    end,
-}
+        redis.call('hset', job_key(jid), 'tags', cjson.encode(kept))
+        return cjson.encode(kept)
+    elseif command == 'get' then
+        local tag = args[1]
+        if not tag then
+            error('Tag(): Arg "tag" missing')
+        end
+        local offset = number(args[2] or 0)
+        if offset == nil then
+            error('Tag(): Arg "offset" not a number: ' .. tostring(args[2]))
+        end
+        local last = number(args[3] or 25)
+        if last == nil then
+            error('Tag(): Arg "count" not a number: ' .. tostring(args[3]))
+        end
+        -- As qless-core: the third argument is the end of the range, not its length.
+        return cjson.encode({
+            total = redis.call('zcard', tag_key(tag)),
+            jobs = redis.call('zrange', tag_key(tag), offset, last),
+        })
+    elseif command == 'top' then
+        local offset = number(args[1] or 0)
+        if offset == nil then
+            error('Tag(): Arg "offset" not a number: ' .. tostring(args[1]))
+        end
+        local count = number(args[2] or 25)
+        if count == nil then
+            error('Tag(): Arg "count" not a number: ' .. tostring(args[2]))
+        end
+        return cjson.encode(redis.call('zrevrangebyscore', TAGS, '+inf', 2,
+            'LIMIT', offset, count))
+    end
+    error('Tag(): First argument must be "add", "remove" or "get"')
+end
+
+-- stats <queue> <date>  ->  JSON {retries, failed, failures, wait, run} of the day `date` is in
+COMMANDS['stats'] = function(now, queue, date)
+    need_queue(queue)
+    local t = number(date)
+    if t == nil then
+        error('Stats(): Arg "date" missing or not a number: ' .. (date or 'nil'))
+    end
+    local day = day_of(t)
+    local counts = redis.call('hmget', stats_key('stats', day, queue), 'retries', 'failed',
+        'failures')
+    return cjson.encode({
+        retries = tonumber(counts[1] or 0),
+        failed = tonumber(counts[2] or 0),
+        failures = tonumber(counts[3] or 0),
+        wait = stat_summary('wait', day, queue),
+        run = stat_summary('run', day, queue),
+    })
+end
+
+-- priority <jid> <priority>  ->  the priority (an integer reply: Redis truncates)
+COMMANDS['priority'] = function(now, jid, priority)
+    need_jid(jid)
+    local p = number(priority)
+    if p == nil then
+        error('Priority(): Arg "priority" missing or not a number: ' .. tostring(priority))
+    end
+    local queue = redis.call('hget', job_key(jid), 'queue')
+    if not queue then
+        error('Priority(): Job ' .. jid .. ' does not exist')
+    end
+    if queue ~= '' and redis.call('zscore', queue_key(queue, 'work'), jid) then
+        -- As qless-core: the new score has no time part, so the job goes first among the jobs
+        -- of its new priority.
+        work_add(queue, 0, p, jid)
+    end
+    redis.call('hset', job_key(jid), 'priority', p)
+    return p
+end
+
+-- log <jid> <message> [data]  ->  nil; appends {what = message, when, data...} to the history
+COMMANDS['log'] = function(now, jid, message, data)
+    if not jid then
+        error("Log(): Argument 'jid' missing")
+    end
+    if not message then
+        error("Log(): Argument 'message' missing")
+    end
+    local details
+    if data then
+        details = cjson.decode(data)
+        if not details then
+            error("Log(): Argument 'data' not cjson: " .. data)
+        end
+        -- Other JSON values would be stored, and then qless-core could not read the job.
+        if type(details) ~= 'table' then
+            error("Log(): Argument 'data' not a JSON object: " .. data)
+        end
+    end
+    if not job_exists(jid) then
+        error('Log(): Job ' .. jid .. ' does not exist')
+    end
+    add_history(jid, now, message, details)
+end
+
+-- peek <queue> <count>  ->  JSON list of the jobs pop would hand out next (stalled first),
+-- without locking them
+COMMANDS['peek'] = function(now, queue, count)
+    need_queue(queue)
+    local n = number(count)
+    if n == nil then
+        error('Peek(): Arg "count" missing or not a number: ' .. tostring(count))
+    end
+    local jids = expired_locks(queue, now, 0, n)
+    spawn_recurring(queue, now, n - #jids)
+    promote_scheduled(queue, now, n - #jids)
+    for _, jid in ipairs(work_peek(queue, n - #jids)) do
+        jids[#jids + 1] = jid
+    end
+    return cjson.encode(jobs_data(jids))
+end
+
+-- ZREM of many members, a bounded number at a time (unpack has a stack limit).
+local function zrem_all(key, members)
+    for first = 1, #members, 1000 do
+        redis.call('zrem', key, unpack(members, first, math.min(first + 999, #members)))
+    end
+end
+
+-- pop <queue> <worker> <count>  ->  JSON list of the jobs now locked for `worker`: jobs whose
+-- lock was taken back first, then due recurring and scheduled jobs, then waiting jobs by
+-- priority. A paused queue hands out nothing; `<queue>-max-concurrency` caps running jobs.
+COMMANDS['pop'] = function(now, queue, worker, count)
+    need_queue(queue)
+    if not worker then
+        error('Pop(): Arg "worker" missing')
+    end
+    local n = number(count)
+    if n == nil then
+        error('Pop(): Arg "count" missing or not a number: ' .. tostring(count))
+    end
+    local expires = now + heartbeat_of('Pop()', queue)
+    if is_paused(queue) then
+        return cjson.encode({})
+    end
+    local limit = config_number('Pop()', queue .. '-max-concurrency', 0)
+    if limit > 0 then
+        local running = redis.call('zcount', queue_key(queue, 'locks'), now, '+inf')
+        n = math.min(math.max(0, limit - running), n)
+    end
+    -- The grace period matters only when a lock expired; it is checked before the first write.
+    local grace = 0
+    if #expired_locks(queue, now, 0, n) > 0 then
+        grace = config_number('Pop()', 'grace-period', 10)
+    end
+
+    redis.call('zadd', WORKERS, now, worker)
+    if limit > 0 and n == 0 then
+        return cjson.encode({})
+    end
+    local jids = invalidate_locks(queue, now, n, grace)
+    spawn_recurring(queue, now, n - #jids)
+    promote_scheduled(queue, now, n - #jids)
+    for _, jid in ipairs(work_peek(queue, n - #jids)) do
+        jids[#jids + 1] = jid
+    end
+
+    local popped = {}
+    for _, jid in ipairs(jids) do
+        -- A jid whose job is gone is dropped from the queue (qless-core fails on it).
+        if redis.call('hget', job_key(jid), 'jid') then
+            add_history(jid, now, 'popped', { worker = worker })
+            local put_at = tonumber(redis.call('hget', job_key(jid), 'time')) or now
+            record_stat(queue, now, 'wait', now - put_at)
+            redis.call('hset', job_key(jid), 'time', string.format('%.20f', now))
+            redis.call('zadd', worker_key(worker), expires, jid)
+            redis.call('hset', job_key(jid), 'worker', worker, 'expires', expires,
+                'state', 'running')
+            redis.call('zadd', queue_key(queue, 'locks'), expires, jid)
+            if is_tracked(jid) then
+                publish('popped', jid)
+            end
+            popped[#popped + 1] = jid
+        else
+            redis.call('zrem', queue_key(queue, 'locks'), jid)
+        end
+    end
+    zrem_all(queue_key(queue, 'work'), jids)
+    return cjson.encode(jobs_data(popped))
+end
+
+-- pause <queue>...  /  unpause <queue>...  ->  nil
+COMMANDS['pause'] = function(now, ...)
+    redis.call('sadd', PAUSED, ...)
+end
+
+COMMANDS['unpause'] = function(now, ...)
+    redis.call('srem', PAUSED, ...)
+end
+
+-- cancel <jid>...  ->  the jids given (a list reply). Jobs that are complete are left alone;
+-- a job others depend on can only be cancelled together with them.
+COMMANDS['cancel'] = function(now, ...)
+    local jids = { ... }
+    local dependents = {}
+    for _, jid in ipairs(jids) do
+        dependents[jid] = redis.call('smembers', dependents_key(jid))
+    end
+    for _, jid in ipairs(jids) do
+        for _, dependent in ipairs(dependents[jid]) do
+            if dependents[dependent] == nil then
+                error('Cancel(): ' .. jid .. ' is a dependency of ' .. dependent ..
+                    ' but is not mentioned to be canceled')
+            end
+        end
+    end
+    for _, jid in ipairs(jids) do
+        local f = redis.call('hmget', job_key(jid), 'state', 'queue', 'failure', 'worker', 'tags')
+        local state, queue, failure, worker = f[1], f[2], f[3], f[4]
+        if state ~= 'complete' then
+            local event = cjson.encode({ jid = jid, worker = worker, event = 'canceled',
+                                         queue = queue })
+            publish('log', event)
+            if worker and worker ~= '' then
+                redis.call('zrem', worker_key(worker), jid)
+                publish('w:' .. worker, event)
+            end
+            if queue then
+                queue_remove(queue, jid, ALL_JOB_SETS)
+            end
+            for _, dep in ipairs(redis.call('smembers', dependencies_key(jid))) do
+                redis.call('srem', dependents_key(dep), jid)
+            end
+            redis.call('del', dependencies_key(jid))
+            if state == 'failed' then
+                local info = decode(failure)
+                if type(info) == 'table' and info.group ~= nil then
+                    redis.call('lrem', group_key(info.group), 0, jid)
+                    if redis.call('llen', group_key(info.group)) == 0 then
+                        redis.call('srem', FAILURES, info.group)
+                    end
+                    if number(info.when) and queue then
+                        uncount_failed(queue, number(info.when))
+                    end
+                end
+            end
+            unindex_tags(jid, f[5])
+            if is_tracked(jid) then
+                publish('canceled', jid)
+            end
+            redis.call('del', job_key(jid))
+            redis.call('del', history_key(jid))
+        end
+    end
+    return jids
+end
+
+-- timeout <jid>...  ->  nil; takes running jobs' locks back at once (they go first in their
+-- queue, `stalled`)
+COMMANDS['timeout'] = function(now, ...)
+    for _, jid in ipairs({ ... }) do
+        local f = redis.call('hmget', job_key(jid), 'queue', 'state', 'worker')
+        local queue, state, worker = f[1], f[2], f[3]
+        if state ~= 'running' then
+            error('Timeout(): Job ' .. jid .. ' not running')
+        end
+        add_history(jid, now, 'timed-out')
+        redis.call('zrem', queue_key(queue, 'locks'), jid)
+        work_add(queue, now, math.huge, jid)
+        redis.call('hset', job_key(jid), 'state', 'stalled', 'expires', 0)
+        local event = cjson.encode({ jid = jid, event = 'lock_lost', worker = worker })
+        publish('w:' .. worker, event)
+        publish('log', event)
+    end
+end
+
+-- put <queue> <jid> <klass> <data> <delay> [priority <p>] [tags <json>] [retries <n>]
+--     [depends <json>]  ->  jid
+-- A job that exists is moved (its lock, if any, is lost); unset options keep its values.
+COMMANDS['put'] = function(now, queue, jid, klass, data, delay, ...)
+    need_queue(queue)
+    -- Every check comes before the first write: qless-core takes the old tags off first.
+    if not jid then
+        error('Put(): Arg "jid" missing')
+    end
+    if not klass then
+        error('Put(): Arg "klass" missing')
+    end
+    json_arg(data, 'Put(): Arg "data" missing or not JSON: ' .. tostring(data))
+    local wait = number(delay)
+    if wait == nil then
+        error('Put(): Arg "delay" not a number: ' .. tostring(delay))
+    end
+    local extra = { ... }
+    if #extra % 2 == 1 then
+        odd_args_error(extra)
+    end
+    local options = options_of(extra, 1)
+    local f = redis.call('hmget', job_key(jid), 'priority', 'tags', 'queue', 'state', 'failure',
+        'retries', 'worker')
+    local old_tags, old_queue, old_state, old_failure, old_worker = f[2], f[3], f[4], f[5], f[7]
+    local retries = number(options['retries'] or f[6] or 5)
+    if retries == nil then
+        error('Put(): Arg "retries" not a number: ' .. tostring(options['retries']))
+    end
+    local tags
+    if options['tags'] then
+        tags = json_arg(options['tags'], 'Put(): Arg "tags" not JSON' .. options['tags'])
+    else
+        tags = stored_tags(old_tags)
+    end
+    local priority = number(options['priority'] or f[1] or 0)
+    if priority == nil then
+        error('Put(): Arg "priority" not a number' .. tostring(options['priority']))
+    end
+    local depends = json_arg(options['depends'] or '[]',
+        'Put(): Arg "depends" not JSON: ' .. tostring(options['depends']))
+    if not is_name_list(depends) then
+        error('Put(): Arg "depends" not a JSON array of jids: ' .. options['depends'])
+    end
+    if wait > 0 and #depends > 0 then
+        error('Put(): "delay" and "depends" are not allowed to be used together')
+    end
+    if not is_name_list(tags) then
+        error('Put(): Arg "tags" not a JSON array of strings: ' .. options['tags'])
+    end
+
+    unindex_tags(jid, old_tags)
+    if #depends > 0 then
+        -- The new list replaces the dependencies the job had.
+        local wanted = {}
+        for _, dep in ipairs(depends) do
+            wanted[dep] = true
+        end
+        for _, dep in ipairs(redis.call('smembers', dependencies_key(jid))) do
+            if not wanted[dep] then
+                redis.call('srem', dependents_key(dep), jid)
+                redis.call('srem', dependencies_key(jid), dep)
+            end
+        end
+    end
+    publish('log', cjson.encode({ jid = jid, event = 'put', queue = queue }))
+    add_history(jid, now, 'put', { q = queue })
+    if old_queue then
+        queue_remove(old_queue, jid, ALL_JOB_SETS)
+    end
+    if old_worker and old_worker ~= '' then
+        redis.call('zrem', worker_key(old_worker), jid)
+        local event = cjson.encode({ jid = jid, event = 'lock_lost', worker = old_worker })
+        publish('w:' .. old_worker, event)
+        publish('log', event)
+    end
+    if old_state == 'complete' then
+        redis.call('zrem', COMPLETED, jid)
+    end
+    for _, tag in ipairs(tags) do
+        index_tag(jid, tag, now, 1)
+    end
+    if old_state == 'failed' then
+        local info = decode(old_failure)
+        if type(info) == 'table' and info.group ~= nil then
+            redis.call('lrem', group_key(info.group), 0, jid)
+            if redis.call('llen', group_key(info.group)) == 0 then
+                redis.call('srem', FAILURES, info.group)
+            end
+            -- The failure was counted on the queue the job failed in; qless-core takes it
+            -- off the count of the queue the job is put in.
+            if number(info.when) then
+                uncount_failed(old_queue or queue, number(info.when))
+            end
+        end
+    end
+    local state = 'waiting'
+    if wait > 0 then
+        state = 'scheduled'
+    end
+    redis.call('hset', job_key(jid),
+        'jid', jid,
+        'klass', klass,
+        'data', data,
+        'priority', priority,
+        'tags', cjson.encode(tags),
+        'state', state,
+        'worker', '',
+        'expires', 0,
+        'queue', queue,
+        'retries', retries,
+        'remaining', retries,
+        'time', string.format('%.20f', now))
+    add_dependencies(jid, depends)
+    if wait > 0 then
+        redis.call('zadd', queue_key(queue, 'scheduled'), now + wait, jid)
+    elseif redis.call('scard', dependencies_key(jid)) > 0 then
+        redis.call('zadd', queue_key(queue, 'depends'), now, jid)
+        redis.call('hset', job_key(jid), 'state', 'depends')
+    else
+        work_add(queue, now, priority, jid)
+    end
+    add_queue_name(queue, now)
+    if is_tracked(jid) then
+        publish('put', jid)
+    end
+    return jid
+end
+
+-- requeue <queue> <jid> <klass> <data> <delay> [options]  ->  jid
+-- `put` for a job that must exist. Not in qless-core 0.11.4 (later qless-core has it, with a
+-- worker argument as its `put` has): an addition of ours.
+COMMANDS['requeue'] = function(now, queue, jid, ...)
+    need_jid(jid)
+    if not job_exists(jid) then
+        error('Requeue(): Job ' .. jid .. ' does not exist')
+    end
+    return COMMANDS['put'](now, queue, jid, ...)
+end
+
+-- unfail <queue> <group> [count]  ->  how many jobs moved: the `count` oldest failures of
+-- `group` wait in `queue` again
+COMMANDS['unfail'] = function(now, queue, group, count)
+    need_queue(queue)
+    if not group then
+        error('Unfail(): Arg "group" missing')
+    end
+    local n = number(count or 25)
+    if n == nil then
+        error('Unfail(): Arg "count" not a number: ' .. tostring(count))
+    end
+    local key = group_key(group)
+    local jids = redis.call('lrange', key, -n, -1)
+    for _, jid in ipairs(jids) do
+        local f = redis.call('hmget', job_key(jid), 'jid', 'retries', 'priority')
+        if f[1] then
+            add_history(jid, now, 'put', { q = queue })
+            redis.call('hset', job_key(jid),
+                'state', 'waiting',
+                'worker', '',
+                'expires', 0,
+                'queue', queue,
+                'remaining', number(f[2]) or 5)
+            work_add(queue, now, number(f[3]) or 0, jid)
+        end
+    end
+    redis.call('ltrim', key, 0, -n - 1)
+    if redis.call('llen', key) == 0 then
+        redis.call('srem', FAILURES, group)
+    end
+    return #jids
+end
 
 -- recur <queue> <jid> <klass> <data> interval <seconds> <offset> [priority <p>] [tags <json>]
---     [retries <r>] [backlog <b>]  ->  jid
-COMMANDS.recur = {
-    parse = function(args)
-        local p = {
-            queue = arg_string(args[1], 'queue'),
-            jid = arg_string(args[2], 'jid'),
-            klass = arg_string(args[3], 'klass'),
-            data = args[4],
-            priority = 0,
-            tags = array(),
-            retries = DEFAULT_RETRIES,
-            backlog = 0,
-        }
-        arg_json(p.data, 'data')
-        if args[5] ~= 'interval' then
-            fail('Bad argument', 'recur takes interval, not ' .. tostring(args[5]))
+--     [retries <n>] [backlog <n>]  ->  jid
+-- The first run is due at now + offset. Recurring again keeps the template's run count, so
+-- its next job is not a jid used before.
+COMMANDS['recur'] = function(now, queue, jid, klass, data, spec, ...)
+    need_queue(queue)
+    if not jid then
+        error('RecurringJob On(): Arg "jid" missing')
+    end
+    if not klass then
+        error('RecurringJob On(): Arg "klass" missing')
+    end
+    if not spec then
+        error('RecurringJob On(): Arg "spec" missing')
+    end
+    json_arg(data, 'RecurringJob On(): Arg "data" not JSON: ' .. tostring(data))
+    if spec ~= 'interval' then
+        error('Recur(): schedule type "' .. tostring(spec) .. '" unknown')
+    end
+    local args = { ... }
+    local interval = number(args[1])
+    if interval == nil then
+        error('Recur(): Arg "interval" not a number: ' .. tostring(args[1]))
+    end
+    local offset = number(args[2])
+    if offset == nil then
+        error('Recur(): Arg "offset" not a number: ' .. tostring(args[2]))
+    end
+    if interval <= 0 then
+        error('Recur(): Arg "interval" must be greater than or equal to 0') -- sic
+    end
+    if #args % 2 == 1 then
+        odd_args_error(args)
+    end
+    local options = options_of(args, 3)
+    local tags = json_arg(options['tags'] or '{}',
+        'Recur(): Arg "tags" must be JSON string array: ' .. tostring(options['tags']))
+    local function numeric(name)
+        local x = number(options[name] or 0)
+        if x == nil then
+            error('Recur(): Arg "' .. name .. '" not a number: ' .. tostring(options[name]))
         end
-        p.interval = arg_number(args[6], 'interval', 0)
-        if p.interval <= 0 then
-            fail('Bad argument', 'interval must be > 0: ' .. tostring(args[6]))
+        return x
+    end
+    local priority = numeric('priority')
+    local retries = numeric('retries')
+    local backlog = numeric('backlog')
+    if not is_name_list(tags) then
+        -- qless-core stores it, and then every pop of the queue fails.
+        error('Recur(): Arg "tags" must be JSON string array: ' .. options['tags'])
+    end
+
+    local f = redis.call('hmget', recur_key(jid), 'count', 'queue')
+    if f[2] then
+        redis.call('zrem', queue_key(f[2], 'recur'), jid)
+    end
+    redis.call('hset', recur_key(jid),
+        'jid', jid,
+        'klass', klass,
+        'data', data,
+        'priority', priority,
+        'tags', cjson.encode(tags),
+        'state', 'recur',
+        'queue', queue,
+        'type', 'interval',
+        'count', f[1] or 0,
+        'interval', interval,
+        'retries', retries,
+        'backlog', backlog)
+    redis.call('zadd', queue_key(queue, 'recur'), now + offset, jid)
+    add_queue_name(queue, now)
+    return jid
+end
+
+-- unrecur <jid>  ->  1
+COMMANDS['unrecur'] = function(now, jid)
+    need_recurring_jid(jid)
+    local queue = redis.call('hget', recur_key(jid), 'queue')
+    if queue then
+        redis.call('zrem', queue_key(queue, 'recur'), jid)
+        redis.call('del', recur_key(jid))
+    end
+    return true
+end
+
+-- recur.get <jid>  ->  the template as JSON, or nil
+COMMANDS['recur.get'] = function(now, jid)
+    need_recurring_jid(jid)
+    local data = recurring_data(jid)
+    if not data then
+        return nil
+    end
+    return cjson.encode(data)
+end
+
+-- recur.update <jid> <option> <value> [<option> <value>...]  ->  1
+-- Options: priority, interval, retries, data, klass, queue, backlog. All are checked before
+-- any is applied (qless-core applies them one by one and stops at the first bad one).
+COMMANDS['recur.update'] = function(now, jid, ...)
+    need_recurring_jid(jid)
+    local key = recur_key(jid)
+    if redis.call('exists', key) == 0 then
+        error('Recur(): No recurring job ' .. jid)
+    end
+    local args = { ... }
+    local changes = {}
+    for i = 1, #args, 2 do
+        local option, value = args[i], args[i + 1]
+        if value == nil then
+            error('No value provided for ' .. tostring(option))
         end
-        p.offset = arg_number(args[7], 'offset', 0)
-        local i = 8
-        while args[i] ~= nil do
-            local option, value = args[i], args[i + 1]
+        if option == 'priority' or option == 'interval' or option == 'retries' then
+            value = number(value)
             if value == nil then
-                fail('Bad argument', 'option ' .. option .. ' has no value')
+                error('Recur(): Arg "' .. option .. '" must be a number: ' .. args[i + 1])
             end
-            if option == 'priority' then
-                p.priority = arg_integer(value, 'priority')
-            elseif option == 'tags' then
-                p.tags = arg_names(value, 'tags')
-            elseif option == 'retries' then
-                p.retries = arg_integer(value, 'retries', 0)
-            elseif option == 'backlog' then
-                p.backlog = arg_integer(value, 'backlog', 0)
-            else
-                fail('Bad argument', 'unknown option: ' .. option)
+            -- qless-core takes an interval of 0 or less here (`recur` refuses it): each pop
+            -- would then spawn as many runs as it asks for.
+            if option == 'interval' and value <= 0 then
+                error('Recur(): Arg "interval" must be greater than or equal to 0') -- sic
             end
-            i = i + 2
+        elseif option == 'data' then
+            json_arg(value, 'Recur(): Arg "data" is not JSON-encoded: ' .. value)
+        elseif option == 'backlog' then
+            value = number(value)
+            if value == nil then
+                error('Recur(): Arg "backlog" not a number: ' .. args[i + 1])
+            end
+        elseif option ~= 'klass' and option ~= 'queue' then
+            error('Recur(): Unrecognized option "' .. option .. '"')
         end
-        return p
-    end,
-    keys = function(p)
-        return keys_add(keys_queue(keys_new(), p.queue), k_recur(p.jid))
-    end,
-    run = function(p, now)
-        local old = redis.call('hget', k_recur(p.jid), 'queue')
-        if old then
-            redis.call('zrem', k_queue(old, 'recur'), p.jid)
+        changes[#changes + 1] = { option, value }
+    end
+    for _, change in ipairs(changes) do
+        local option, value = change[1], change[2]
+        if option == 'interval' then
+            -- The next run moves by the change of interval.
+            local f = redis.call('hmget', key, 'queue', 'interval')
+            redis.call('zincrby', queue_key(f[1], 'recur'), value - (number(f[2]) or 0), jid)
+        elseif option == 'queue' then
+            local old = redis.call('hget', key, 'queue')
+            local due = redis.call('zscore', queue_key(old, 'recur'), jid)
+            redis.call('zrem', queue_key(old, 'recur'), jid)
+            if due then
+                redis.call('zadd', queue_key(value, 'recur'), due, jid)
+            end
+            add_queue_name(value, now)
         end
-        redis.call('hset', k_recur(p.jid), 'jid', p.jid, 'klass', p.klass, 'data', p.data,
-            'priority', p.priority, 'tags', encode(p.tags), 'state', 'recur', 'queue', p.queue,
-            'type', 'interval', 'interval', p.interval, 'count', 0, 'retries', p.retries,
-            'backlog', p.backlog)
-        redis.call('zadd', k_queue(p.queue, 'recur'), now + p.offset, p.jid)
-        redis.call('zadd', K_QUEUES, 'NX', now, p.queue)
-        return p.jid
-    end,
-}
+        redis.call('hset', key, option, value)
+    end
+    return true
+end
 
--- recur.get <jid>  ->  JSON template, or nil
-COMMANDS['recur.get'] = {
-    parse = function(args)
-        no_more(args, 1)
-        return { jid = arg_string(args[1], 'jid') }
-    end,
-    keys = function(p)
-        return keys_add(keys_new(), k_recur(p.jid))
-    end,
-    run = function(p)
-        local recur = recur_fields(p.jid)
-        if not recur then
-            return false
+-- recur.tag <jid> <tag>...  /  recur.untag <jid> <tag>...  ->  the template's tags as JSON
+COMMANDS['recur.tag'] = function(now, jid, ...)
+    need_recurring_jid(jid)
+    local text = redis.call('hget', recur_key(jid), 'tags')
+    if not text then
+        error('Tag(): Job ' .. jid .. ' does not exist')
+    end
+    local tags = stored_tags(text)
+    local has = {}
+    for _, tag in ipairs(tags) do
+        has[tag] = true
+    end
+    for _, tag in ipairs({ ... }) do
+        if not has[tag] then
+            has[tag] = true
+            tags[#tags + 1] = tag
         end
-        local tags = decode(recur.tags)
-        if not is_list(tags) then
-            tags = {}
-        end
-        return encode({
-            jid = p.jid, klass = recur.klass, data = recur.data, queue = recur.queue,
-            state = recur.state, type = recur.type,
-            priority = tonumber(recur.priority) or 0, tags = array(tags),
-            interval = tonumber(recur.interval) or 0, count = tonumber(recur.count) or 0,
-            retries = tonumber(recur.retries) or 0, backlog = tonumber(recur.backlog) or 0,
-            next = tonumber(redis.call('zscore', k_queue(recur.queue, 'recur'), p.jid)) or NULL,
-        })
-    end,
-}
+    end
+    local encoded = cjson.encode(tags)
+    redis.call('hset', recur_key(jid), 'tags', encoded)
+    return encoded
+end
 
--- unrecur <jid>  ->  1 if there was such a template, else 0
-COMMANDS.unrecur = {
-    parse = function(args)
-        no_more(args, 1)
-        return { jid = arg_string(args[1], 'jid') }
-    end,
-    keys = function(p)
-        return keys_add(keys_new(), k_recur(p.jid))
-    end,
-    run = function(p)
-        local queue = redis.call('hget', k_recur(p.jid), 'queue')
-        if not queue then
-            return 0
+COMMANDS['recur.untag'] = function(now, jid, ...)
+    need_recurring_jid(jid)
+    local text = redis.call('hget', recur_key(jid), 'tags')
+    if not text then
+        error('Untag(): Job ' .. jid .. ' does not exist')
+    end
+    local drop = {}
+    for _, tag in ipairs({ ... }) do
+        drop[tag] = true
+    end
+    local kept = {}
+    for _, tag in ipairs(stored_tags(text)) do
+        if not drop[tag] then
+            kept[#kept + 1] = tag
         end
-        redis.call('zrem', k_queue(queue, 'recur'), p.jid)
-        redis.call('del', k_recur(p.jid))
-        return 1
-    end,
-}
+    end
+    local encoded = cjson.encode(kept)
+    redis.call('hset', recur_key(jid), 'tags', encoded)
+    return encoded
+end
+
+-- length <queue>  ->  running + waiting + scheduled jobs
+COMMANDS['length'] = function(now, queue)
+    need_queue(queue)
+    return redis.call('zcard', queue_key(queue, 'locks')) +
+        redis.call('zcard', queue_key(queue, 'work')) +
+        redis.call('zcard', queue_key(queue, 'scheduled'))
+end
+
+-- worker.deregister <worker>...  ->  nil (the workers leave `ql:workers`)
+COMMANDS['worker.deregister'] = function(now, ...)
+    redis.call('zrem', WORKERS, ...)
+end
+
+-- queue.forget <queue>...  ->  nil (the queues leave `ql:queues`)
+COMMANDS['queue.forget'] = function(now, ...)
+    redis.call('zrem', QUEUES, ...)
+end
 
 ---------------------------------------------------------------------------------------------
--- Dispatcher
+-- Dispatch: EVALSHA <sha> 0 <command> <now> <args...>
 ---------------------------------------------------------------------------------------------
 
-local function main()
-    local name = ARGV[1]
-    local command = COMMANDS[name or '']
-    if not command then
-        fail('Unknown command', tostring(name))
-    end
-    local now = arg_number(ARGV[2], 'now', 0)
-    local args = {}
-    for i = 3, #ARGV do
-        args[i - 2] = ARGV[i]
-    end
-    local p = command.parse(args)
-    local expected = command.keys(p, now)
-    local ok = #expected == #KEYS
-    local at = 0
-    for i = 1, math.max(#expected, #KEYS) do
-        if expected[i] ~= KEYS[i] then
-            ok, at = false, i
-            break
-        end
-    end
-    if not ok then
-        if at == 0 then
-            at = math.min(#expected, #KEYS) + 1
-        end
-        fail('Undeclared keys', 'expected ' .. #expected .. ' keys, KEYS[' .. at .. '] should be '
-            .. tostring(expected[at]) .. ', not ' .. tostring(KEYS[at]))
-    end
-    return command.run(p, now)
+if #KEYS > 0 then
+    error('No Keys should be provided')
 end
-
-local ok, result = pcall(main)
-if ok then
-    return result
+local name = ARGV[1]
+if not name then
+    error('Must provide a command')
 end
-if type(result) == 'table' and result.qless then
-    local text = 'QLESS ' .. tostring(ARGV[1]) .. ': ' .. result.reason
-    if result.detail then
-        text = text .. ': ' .. result.detail
-    end
-    return redis.error_reply(text)
+local command = COMMANDS[name]
+if not command then
+    error('Unknown command ' .. name)
 end
-error(result, 0)
+local now = number(ARGV[2])
+if not now then
+    error('Arg "now" missing or not a number: ' .. tostring(ARGV[2]))
+end
+return command(now, unpack(ARGV, 3))

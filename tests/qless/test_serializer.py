@@ -51,7 +51,7 @@ def test_json_values_by_default(redis_server: RedisServer, queue: str) -> None:
     with Client(redis_server.url, db=9) as client:
         jid = client.queue(queue).put("k", {"to": "é", "n": [1, None]}, delay=timedelta(0))
         assert _stored(redis_server, jid) == '{"to":"\\u00e9","n":[1,null]}'
-        [job] = client.queue(queue).pop()
+        [job] = client.queue(queue).pop(1)
         assert job.data == {"to": "é", "n": [1, None]}
         job.data = {"changed": True}
         job.complete()
@@ -76,12 +76,12 @@ def test_your_own_type(redis_server: RedisServer, queue: str) -> None:
     with Client(redis_server.url, db=9, serializer=PointJson()) as client:
         jid = client.queue(queue).put("k", Point(1, 2))
         assert json.loads(_stored(redis_server, jid)) == {"x": 1, "y": 2}
-        [job] = client.queue(queue).pop()
+        [job] = client.queue(queue).pop(1)
         assert job.data == Point(1, 2)
         job.heartbeat(data=Point(3, 4))
         assert client.get(jid).data == Point(3, 4)  # type: ignore[union-attr]
         job.complete(next=queue, data=Point(5, 6))
-        assert client.queue(queue).peek()[0].data == Point(5, 6)
+        assert client.queue(queue).peek().data == Point(5, 6)  # type: ignore[union-attr]
     with Client(redis_server.url, db=9, serializer=Json(default=asdict)) as client:
         second = client.queue(queue).put("k", {"p": Point(7, 8)})
         # Put in the same millisecond as the first job's move, the two may peek in either order.
@@ -104,7 +104,7 @@ def test_what_is_not_json_is_refused_before_anything_is_sent(
         with pytest.raises(SerializationError, match="qless job data must be JSON text"):
             text.queue(queue).recur("k", "nor are these", interval=timedelta(minutes=1))
         assert text.queue(queue).put("k", '"a JSON string is"')
-        assert text.queue(queue).pop()[0].data == '"a JSON string is"'
+        assert text.queue(queue).pop(1)[0].data == '"a JSON string is"'
     with Client(redis_server.url, db=9, serializer=PointJson()) as points:
         with pytest.raises(SerializationError) as info:
             points.queue(queue).put("k", "not a point")  # type: ignore[arg-type]

@@ -101,7 +101,8 @@ async def test_async_rediss_round_trip_and_big_values(tls_redis: TLSRedis) -> No
 def test_qless_client_over_tls(tls_redis: TLSRedis) -> None:
     with Client(tls_redis.url, ssl=tls_redis.context, db=3) as client:
         jid = client.queue("tls").put("K", {"secure": True})
-        [job] = client.queue("tls").pop()
+        job = client.queue("tls").pop()
+        assert job is not None
         assert job.jid == jid and job.data == {"secure": True}
         assert job.complete() == "complete"
 
@@ -110,7 +111,8 @@ def test_qless_client_over_tls(tls_redis: TLSRedis) -> None:
 async def test_async_qless_client_over_tls(tls_redis: TLSRedis) -> None:
     async with AsyncClient(tls_redis.url, ssl=tls_redis.context, db=4) as client:
         await client.queue("tls").put("K", 1)
-        [job] = await client.queue("tls").pop()
+        job = await client.queue("tls").pop()
+        assert job is not None
         await job.complete()
 
 

@@ -126,6 +126,8 @@ async def test_data_never_read_goes_back_as_stored(url: str) -> None:
         await client.aclose()
     with Client(url, serializer=TEXT) as other:
         done = [other.get(jid) for jid in jids]
+        # Sent unread, and stored as sent (jobwire's script keeps the text; qless-core's
+        # would write it again in cjson's spelling)
         assert [(j.state, j.data) for j in done if j is not None] == [
             ("complete", stored), ("complete", unreadable)
         ]
