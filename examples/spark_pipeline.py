@@ -19,7 +19,7 @@ the events into per-queue job metrics (qless's statistics) with a plot.
    parses the order, sleeps a little as real work would, and fails about 1 in 50 on the first
    try (released with a delay of 0 and done again), with ``events=EventSink(<out>/events)``.
 5. ``jobwire.spark.metrics`` reads the events: wait and run time (count, mean, variance and the
-   287-bucket histogram), failures and retries per queue and day; it prints them, writes
+   qless's histogram), failures and retries per queue and day; it prints them, writes
    ``<out>/metrics/metrics.parquet`` and ``<out>/metrics/beanstalk-<tube>.png``.
 """
 

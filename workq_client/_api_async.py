@@ -15,7 +15,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Generic, cast
 
 from jobwire._pending import Pending
-from jobwire.errors import LocalProtocolError, RemoteProtocolError
+from jobwire.errors import JobwireError, LocalProtocolError, RemoteProtocolError
 from jobwire.serializers import RAW, Serializer, dump, dump_all, load
 
 from ._commands import (
@@ -49,7 +49,7 @@ from ._records import (
     queue_info,
     server_info,
 )
-from .errors import BulkError
+from .errors import BulkError, WorkqError
 
 __all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_TTL", "DEFAULT_TTR", "DEFAULT_WINDOW", "AsyncCommands"]
 
@@ -211,6 +211,34 @@ class AsyncCommands(Generic[B]):
             BulkError.check([job_id if pending.error is None else pending.error
                              for job_id, pending in zip(added, pendings, strict=True)])
         return added
+
+    async def call_many(
+        self,
+        commands: Iterable[Command],
+        *,
+        window: int = DEFAULT_WINDOW,
+        max_bytes: int | None = DEFAULT_MAX_BYTES,
+    ) -> list[Reply | JobwireError]:
+        """Send any commands pipelined (at most ``window`` and ``max_bytes`` unanswered, as
+        :meth:`add_many`); return, in order, each one's reply event, or the :class:`WorkqError`
+        its reply turned into (``NotFound``, ``TimedOut`` ...).
+
+        Raises:
+            BulkError: some commands got no reply: the connection failed or broke the protocol
+                (``ConnectionLost``, ``RemoteProtocolError``: sent, maybe carried out), or they
+                were never sent (``NotSent``). After a ``-CLIENT-ERROR`` (e.g. a duplicate
+                ``add``) the connection closes and the commands behind it get
+                ``ConnectionLost``. ``.results`` holds every command's entry as this method
+                would have returned it, the exception for those.
+            LocalProtocolError: a command is invalid (nothing sent).
+        """
+        pendings = await self._call_many(commands, window, max_bytes)
+        results: list[Reply | JobwireError] = [
+            p.error if p.error is not None else p.result() for p in pendings
+        ]
+        if any(isinstance(r, JobwireError) and not isinstance(r, WorkqError) for r in results):
+            BulkError.check(results)
+        return results
 
     async def schedule(
         self,

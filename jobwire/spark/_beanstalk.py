@@ -11,8 +11,8 @@ from typing import Any, cast
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamReader,
     InputPartition,
-    SimpleDataSourceStreamReader,
 )
 from pyspark.sql.types import StructType
 
@@ -153,11 +153,11 @@ class BeanstalkDataSource(DataSource):
         opts = self._opts()
         return BeanstalkTableReader(Settings.parse(opts), opts.choice("table", TABLES))
 
-    def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         opts = self._opts()
         if opts.has("table"):
             raise opts.error("table", "a stream reads jobs: leave 'table' out")
-        return BeanstalkStream(Settings.parse(opts))
+        return BeanstalkStream(Settings.parse(opts)).settling(opts)
 
 
 # -- sink ----------------------------------------------------------------------------------------
@@ -330,6 +330,19 @@ class BeanstalkStream(HeldJobsReader[int]):
             if not more:
                 break
         return taken
+
+    def ready(self) -> int:
+        """``current-jobs-ready`` of the tube (0 when the tube does not exist)."""
+        try:
+            return int(self._connection().stats_tube(self.tube)["current-jobs-ready"])
+        except NotFound:
+            return 0
+
+    def close(self) -> None:
+        """Close the connection: beanstalkd gives back at once the jobs it still reserves."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
 
     def acknowledge(self, jobs: list[int]) -> None:
         client = self._client

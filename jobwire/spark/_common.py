@@ -2,19 +2,25 @@
 stream reader that holds jobs until Spark commits, and the request/reply runner.
 
 Everything here runs where Spark puts it: a ``DataSource`` is pickled with its parsed options
-and sent to the executors, which open their own connections; only the stream readers (Spark's
-simple stream reader) and ``commit``/``abort`` run on the driver.
+and sent to the executors, which open their own connections; only the stream readers (in
+Spark's stream-source process) and ``commit``/``abort`` run on the driver.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import math
+import signal
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
+from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
 import anyio
@@ -23,9 +29,11 @@ from pyspark import TaskContext
 from pyspark.sql import DataFrame
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
-    SimpleDataSourceStreamReader,
+    DataSourceStreamReader,
+    InputPartition,
     WriterCommitMessage,
 )
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -88,8 +96,9 @@ class BadOption(LocalProtocolError):
 
 class BadRow(LocalProtocolError):
     """A row that cannot become a job (missing body, oversized body, invalid name, a number
-    out of range). The task fails with it; the rows before it in the task were sent, the row
-    and those after it were not, and every reply of what was sent had been read.
+    out of range). The task fails with it. Rows are checked a chunk (qless: a window) at a
+    time before any of it is sent: the chunks before the row's were sent and every reply read,
+    nothing of its chunk and after it was sent.
 
     Attributes:
         partition: the Spark partition (task) the row was in.
@@ -131,13 +140,50 @@ def describe(exc: BaseException) -> str:
 # -- options -------------------------------------------------------------------------------------
 
 
+#: Every option name each format takes (reads, writes and streams together), as docs/spark.md
+#: lists them. :class:`Options` refuses any other name, so that a misspelt option fails instead
+#: of leaving its default in place.
+KNOWN_OPTIONS: dict[str, tuple[str, ...]] = {
+    "beanstalk": ("url", "tube", "priority", "delay", "ttr", "window", "timeout", "reportIds",
+                  "events", "table", "maxJobsPerBatch", "checkpointLocation"),
+    "gearman": ("url", "function", "priority", "window", "timeout", "reportIds", "events",
+                "table"),
+    "workq": ("url", "name", "ttr", "ttl", "priority", "maxAttempts", "window", "timeout",
+              "reportIds", "onDuplicate", "events", "table", "maxJobsPerBatch",
+              "checkpointLocation"),
+    "qless": ("url", "queue", "klass", "priority", "retries", "delay", "tags", "window",
+              "timeout", "reportIds", "events", "worker", "table", "state", "group",
+              "maxJobsPerBatch", "checkpointLocation"),
+}
+
+
 class Options:
     """A format's options (Spark hands them over as strings, names case-insensitive), read with
-    types; every mistake is a :class:`BadOption` that names the format and the option."""
+    types; every mistake is a :class:`BadOption` that names the format and the option.
+
+    Raises:
+        BadOption: (at construction) a name the format does not know (:data:`KNOWN_OPTIONS`),
+            with the list of the names it knows.
+    """
 
     def __init__(self, fmt: str, options: Mapping[str, str]) -> None:
         self.fmt = fmt
         self._values = {k.lower(): v for k, v in options.items() if v is not None}
+        known = KNOWN_OPTIONS.get(fmt)
+        if known is not None:
+            names = {name.lower() for name in known}
+            unknown = sorted(k for k in options if k.lower() not in names)
+            if unknown:
+                raise BadOption(
+                    f"format {fmt!r}: unknown option {', '.join(map(repr, unknown))}; "
+                    f"the options of {fmt!r} are {', '.join(known)} (docs/spark.md)"
+                )
+
+    def identity(self) -> str:
+        """A short digest of every option and its value: tells two sources of one query apart
+        (it shows no value, so no password)."""
+        text = repr(sorted(self._values.items()))
+        return f"{self.fmt}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
 
     def error(self, name: str, reason: str) -> BadOption:
         return BadOption(f"format {self.fmt!r}, option {name!r}: {reason}")
@@ -389,22 +435,17 @@ def iter_rows(
 
 
 def chunks(rows: Iterator[Row], size: int = CHUNK_ROWS) -> Iterator[list[Row]]:
-    """``rows`` in lists of ``size``. A :class:`BadRow` ends the rows: the rows before it are
-    yielded first (so they are sent and answered), then it is raised."""
+    """``rows`` in lists of ``size``, each one checked whole before it is yielded: a
+    :class:`BadRow` propagates before the chunk that holds it is yielded, so nothing of that
+    chunk is sent (the chunks before it were yielded: sent and answered)."""
     chunk: list[Row] = []
-    failure: BadRow | None = None
-    try:
-        for row in rows:
-            chunk.append(row)
-            if len(chunk) >= size:
-                yield chunk
-                chunk = []
-    except BadRow as exc:
-        failure = exc
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
     if chunk:
         yield chunk
-    if failure is not None:
-        raise failure
 
 
 def partition_id() -> int:
@@ -438,14 +479,30 @@ class QueueWriter(DataSourceArrowWriter):
         partition = partition_id()
         if self.events is None:
             report = WriteReport(partition, report_ids=self.report_ids)
-            self.send(iterator, partition, report)
+            self._send_counted(iterator, partition, report)
             return report
         with EventSink(self.events, max_buffered=1_000_000) as sink:
             recording = _RecordingReport(partition, report_ids=self.report_ids)
             recording.record(sink, self.fmt, default_worker_id())
-            self.send(iterator, partition, recording)
+            self._send_counted(iterator, partition, recording)
         # The commit message goes to the driver: without the sink (which cannot be pickled).
         return recording.plain()
+
+    def _send_counted(self, batches: Iterator[Any], partition: int, report: WriteReport) -> None:
+        """:meth:`send`; a failure gets a note saying what this attempt of the task had sent
+        (it stays queued: Spark's retry of the task sends those rows again)."""
+        try:
+            self.send(batches, partition, report)
+        except Exception as exc:
+            context = TaskContext.get()
+            attempt = context.attemptNumber() if context is not None else 0
+            exc.add_note(  # type: ignore[attr-defined]  # Python >= 3.11, as PySpark 4 is
+                f"jobwire.spark: attempt {attempt} of the task for partition {partition} had "
+                f"{self.sent} {report.jobs} jobs ({report.duplicates} rows were there already) "
+                f"before this failure; they stay queued, and a retry of the task sends its "
+                f"rows again from the first"
+            )
+            raise
 
     def send(self, batches: Iterator[Any], partition: int, report: WriteReport) -> None:
         """Send the task's rows, filling ``report``.
@@ -461,24 +518,43 @@ class QueueWriter(DataSourceArrowWriter):
         for report in reports:
             for name, count in report.destinations.items():
                 totals[name] = totals.get(name, 0) + count
-        logger.info("%s sink: %d jobs %s by %d tasks: %s (%d rows were there already)",
-                    self.fmt, sum(r.jobs for r in reports), self.sent, len(reports), totals,
-                    sum(r.duplicates for r in reports))
+        driver_log(logging.INFO, "%s sink: %d jobs %s by %d tasks: %s (%d rows were there "
+                   "already)", self.fmt, sum(r.jobs for r in reports), self.sent, len(reports),
+                   totals, sum(r.duplicates for r in reports))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         reports = [m for m in messages if isinstance(m, WriteReport)]
-        logger.warning(
-            "%s sink: the write failed; %d jobs %s by the %d tasks that finished stay queued "
-            "(a queue cannot roll back; the failed tasks' rows before their failure too)",
-            self.fmt, sum(r.jobs for r in reports), self.sent, len(reports),
+        driver_log(
+            logging.WARNING,
+            "%s sink: the write failed; %d jobs %s by the %d tasks that finished stay queued, "
+            "and so do those each failed attempt of a task had %s before it failed (its error "
+            "says how many; a retried task sends its rows again). A queue cannot roll back.",
+            self.fmt, sum(r.jobs for r in reports), self.sent, len(reports), self.sent,
         )
+
+
+def driver_log(level: int, message: str, *args: object) -> None:
+    """Log on the ``jobwire.spark`` logger from Spark's Python process on the driver (where a
+    sink's ``commit``/``abort`` and the stream readers run). Nothing configures logging in that
+    process, so without a handler of its own the logger gets one that writes to its stderr,
+    which Spark passes on to the driver's output: the totals reach the user."""
+    if not logger.hasHandlers():
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(name)s %(levelname)s: %(message)s"))
+        logger.addHandler(handler)
+        if logger.level == logging.NOTSET:
+            logger.setLevel(logging.INFO)
+    logger.log(level, message, *args)
 
 
 def refuse_overwrite(opts: Options, overwrite: bool) -> None:
     """Raises BadOption for ``mode("overwrite")``: a queue cannot be replaced."""
     if overwrite:
-        raise BadOption(f"format {opts.fmt!r}: mode 'overwrite' is not supported (a queue "
-                        "cannot be replaced); use mode('append')")
+        raise BadOption(
+            f"format {opts.fmt!r}: mode 'overwrite' is not supported: jobs already queued "
+            "cannot be replaced. Write with .mode('append'): it adds the rows as new jobs (Spark "
+            "refuses its default mode, errorifexists, for every Python data source)"
+        )
 
 
 # -- the stream reader ---------------------------------------------------------------------------
@@ -486,25 +562,78 @@ def refuse_overwrite(opts: Options, overwrite: bool) -> None:
 
 J = TypeVar("J")
 
+#: Rows per input partition of a stream batch (a batch of more rows is split).
+PARTITION_ROWS = 4096
 
-class HeldJobsReader(SimpleDataSourceStreamReader, Generic[J]):
-    """A stream of jobs taken on the driver and acknowledged when Spark commits their batch.
 
-    The offset counts the jobs this query has taken (``{"taken": n}``). ``read`` takes up to
-    ``maxJobsPerBatch`` jobs without waiting and holds them; ``commit(end)`` acknowledges
-    (deletes, completes) every job held by the batches up to ``end``, and so does ``read(start)``
-    for the batches up to ``start`` (Spark asks for a new batch only after the last one was
-    committed to its commit log). A batch that Spark
-    replays after a restart (``readBetweenOffsets``) comes back empty: the jobs the crashed
-    query held are given back by the server (beanstalk: when its connection closed; Workq: at
-    the end of their TTR) and a later batch takes them again. At-least-once.
+@dataclass
+class _Batch(Generic[J]):
+    """A batch the stream reader took: its offsets, what acknowledges its jobs, its rows."""
+
+    start: int
+    end: int
+    jobs: list[J]
+    rows: list[tuple[Any, ...]]
+
+
+class HeldJobsReader(DataSourceStreamReader, SupportsTriggerAvailableNow, Generic[J]):
+    """A stream of jobs taken on the driver and acknowledged once Spark has committed their
+    batch.
+
+    Runs in Spark's stream-source process on the driver. The offset counts the jobs this query
+    has taken (``{"taken": n, "source": <digest of the options>}``). ``latestOffset`` takes up
+    to ``maxJobsPerBatch`` jobs without waiting and holds them; ``partitions`` hands their rows
+    to Spark. A batch's jobs are acknowledged (deleted, completed) when Spark says the batch is
+    committed: ``commit(end)``, and ``latestOffset(start)`` (Spark asks for a new batch only
+    once the last one is in its commit log, and calls ``commit`` for it only when a later batch
+    has data). When the query stops, Spark ends this process (SIGTERM): :meth:`stop` then
+    acknowledges the held batches that the query's commit log (option ``checkpointLocation``,
+    the query's own) shows committed and gives the others back.
+
+    ``trigger(availableNow=True)``: the jobs ready when the query starts (:meth:`ready`), in
+    batches of at most ``maxJobsPerBatch``, each acknowledged when Spark asks for the next.
+
+    A batch that Spark replays after a restart (its offsets logged but never committed) comes
+    back empty: the jobs the stopped query held come back to the queue (beanstalk: when its
+    connection closed; Workq: at the end of their TTR; qless: when their lock runs out) and a
+    later batch takes them again. At-least-once.
     """
 
     fmt: ClassVar[str] = ""
 
     def __init__(self, max_jobs: int) -> None:
         self.max_jobs = max_jobs
-        self._held: list[tuple[int, list[J]]] = []
+        #: The digest of the options, in every offset: finds this source in a commit log.
+        self.source = ""
+        #: The query's checkpoint directory (a local path), to read its commit log at stop.
+        self.checkpoint: Path | None = None
+        self._held: list[_Batch[J]] = []
+        self._position = 0
+        self._budget: int | None = None
+        self._armed = False
+        self._busy = 0
+        self._stopping = False
+        self._stopped = False
+
+    def settling(self, opts: Options) -> Self:
+        """Take the source's identity and the ``checkpointLocation`` option; returns self.
+
+        Raises:
+            BadOption: a checkpoint that is not on the driver's local file system.
+        """
+        self.source = opts.identity()
+        location = opts.optional("checkpointLocation")
+        if location is not None:
+            path = location.removeprefix("file://") if location.startswith("file://") else (
+                location.removeprefix("file:"))
+            if "://" in path or not path:
+                raise opts.error("checkpointLocation", "the stream reads the query's commit "
+                                 f"log from the driver's file system: a local path, not "
+                                 f"{location!r}")
+            self.checkpoint = Path(path)
+        return self
+
+    # -- what each queue supplies ---------------------------------------------------------------
 
     def take(self, limit: int) -> list[tuple[J, tuple[Any, ...]]]:
         """Up to ``limit`` jobs available now: (what acknowledges it, its row)."""
@@ -514,36 +643,151 @@ class HeldJobsReader(SimpleDataSourceStreamReader, Generic[J]):
         """Delete or complete ``jobs``."""
         raise NotImplementedError
 
-    def initialOffset(self) -> dict[str, int]:
-        return {"taken": 0}
+    def ready(self) -> int | None:
+        """How many jobs are ready now (None: unknown; ``availableNow`` then reads until the
+        queue has none)."""
+        return None
 
-    def read(self, start: dict[str, int]) -> tuple[Iterator[tuple[Any, ...]], dict[str, int]]:
-        # Spark plans the next batch only once the previous one is in its commit log, and may
-        # call commit() for it only when a later batch has data: acknowledge here too.
-        self.commit(start)
-        taken = self.take(self.max_jobs)
-        if not taken:
-            return iter(()), start
-        end = {"taken": int(start["taken"]) + len(taken)}
-        self._held.append((end["taken"], [job for job, _ in taken]))
-        return iter([row for _, row in taken]), end
+    def close(self) -> None:
+        """Close the connection (the jobs still held go back as the server does it)."""
 
-    def readBetweenOffsets(
-        self, start: dict[str, int], end: dict[str, int]
-    ) -> Iterator[tuple[Any, ...]]:
-        logger.warning(
-            "%s stream: batch %s..%s is replayed after a restart; its jobs were held by the "
-            "query that stopped and come back to the queue, to be read by a later batch",
-            self.fmt, start, end,
-        )
-        return iter(())
+    # -- Spark's calls --------------------------------------------------------------------------
 
-    def commit(self, end: dict[str, int]) -> None:
-        upto = int(end["taken"])
-        done = [jobs for taken, jobs in self._held if taken <= upto]
-        self._held = [(taken, jobs) for taken, jobs in self._held if taken > upto]
-        for jobs in done:
-            self.acknowledge(jobs)
+    def _offset(self, taken: int) -> dict[str, Any]:
+        return {"taken": taken, "source": self.source}
+
+    def initialOffset(self) -> dict[str, Any]:
+        with self._call():
+            return self._offset(0)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        with self._call():
+            self._budget = self.ready()
+
+    def latestOffset(
+        self, start: dict[str, Any] | None = None, limit: Any = None
+    ) -> dict[str, Any]:
+        with self._call():
+            begin = self._position if start is None else int(start["taken"])
+            self._settle(begin)  # Spark plans a batch only once the last one has committed
+            want = self.max_jobs if self._budget is None else min(self.max_jobs, self._budget)
+            taken = self.take(want) if want > 0 else []
+            if self._budget is not None:
+                self._budget -= len(taken)
+            if not taken:
+                return dict(start) if start is not None else self._offset(begin)
+            end = begin + len(taken)
+            self._held.append(_Batch(begin, end, [job for job, _ in taken],
+                                     [row for _, row in taken]))
+            self._position = end
+            return self._offset(end)
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        with self._call():
+            upto = int(end["taken"])
+            batch = next((b for b in self._held if b.end == upto), None)
+            if batch is None:
+                if int(start["taken"]) != upto:
+                    logger.warning(
+                        "%s stream: batch %s..%s is replayed after a restart; its jobs were "
+                        "held by the query that stopped and come back to the queue, to be read "
+                        "by a later batch", self.fmt, start, end)
+                return [InputPartition(())]
+            rows = batch.rows
+            return [InputPartition(tuple(rows[i:i + PARTITION_ROWS]))
+                    for i in range(0, len(rows), PARTITION_ROWS)] or [InputPartition(())]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        # On an executor: the rows travelled in the partition.
+        return iter(partition.value)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        with self._call():
+            self._settle(int(end["taken"]))
+
+    def stop(self) -> None:
+        """The query stopped: acknowledge the held batches its commit log shows committed,
+        give the others back (logged), close the connection."""
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            committed = self._committed()
+            if committed is not None:
+                self._settle(committed)
+            left = sum(len(b.jobs) for b in self._held)
+            if left:
+                why = ("the query's commit log does not show their batch committed"
+                       if self.checkpoint is not None else
+                       "Spark did not say their batch committed; give the stream the query's "
+                       "option checkpointLocation to settle such batches when it stops")
+                driver_log(logging.WARNING, "%s stream: stopped holding %d jobs, which go back "
+                           "to the queue and will be read again (%s)", self.fmt, left, why)
+        finally:
+            self._held = []
+            self.close()
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _settle(self, upto: int) -> None:
+        """Acknowledge every held batch that ends at or before ``upto``."""
+        done = [b for b in self._held if b.end <= upto]
+        if not done:
+            return
+        self._held = [b for b in self._held if b.end > upto]
+        for batch in done:
+            self.acknowledge(batch.jobs)
+
+    def _committed(self) -> int | None:
+        """This source's offset in the latest batch of the checkpoint's commit log, or None."""
+        if self.checkpoint is None or not self._held:
+            return None
+        try:
+            names = [p.name for p in (self.checkpoint / "commits").iterdir()]
+        except OSError:
+            return None
+        for batch_id in sorted((int(n) for n in names if n.isdigit()), reverse=True)[:100]:
+            try:
+                lines = (self.checkpoint / "offsets" / str(batch_id)).read_text().splitlines()
+            except OSError:
+                continue
+            for line in lines[2:]:  # a version line, the batch's metadata, an offset per source
+                try:
+                    offset = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(offset, dict) and offset.get("source") == self.source:
+                    return int(offset["taken"])
+        return None
+
+    @contextmanager
+    def _call(self) -> Iterator[None]:
+        """Around each of Spark's calls: SIGTERM (the query stopping) waits for it to end."""
+        self._arm()
+        self._busy += 1
+        try:
+            yield
+        finally:
+            self._busy -= 1
+        if self._stopping:
+            raise SystemExit(0)
+
+    def _arm(self) -> None:
+        """Catch SIGTERM, with which Spark ends this process when the query stops, so that
+        :meth:`stop` runs (Spark's runner calls it on the way out). Only in the process's main
+        thread, where Spark calls the reader."""
+        if self._armed or threading.current_thread() is not threading.main_thread():
+            return
+        self._armed = True
+
+        def on_sigterm(signum: int, frame: Any) -> None:
+            if self._stopping:
+                return
+            self._stopping = True
+            if not self._busy:
+                raise SystemExit(0)
+
+        signal.signal(signal.SIGTERM, on_sigterm)
 
 
 # -- request/reply over a DataFrame --------------------------------------------------------------

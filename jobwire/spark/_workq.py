@@ -4,6 +4,7 @@ a column."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,8 +15,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamReader,
     InputPartition,
-    SimpleDataSourceStreamReader,
 )
 from pyspark.sql.types import StructType
 
@@ -28,6 +29,7 @@ from workq_client import (
     BulkError,
     Client,
     DuplicateJob,
+    InspectJob,
     JobInfo,
     JobState,
     NotFound,
@@ -180,14 +182,14 @@ class WorkqDataSource(DataSource):
         opts = self._opts()
         return WorkqTableReader(Settings.parse(opts), opts.choice("table", TABLES))
 
-    def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         opts = self._opts()
         if opts.has("table"):
             raise opts.error("table", "a stream reads jobs: leave 'table' out")
         settings = Settings.parse(opts)
         if not settings.names:
             raise opts.error("name", "is required: the queue(s) to lease from, comma-separated")
-        return WorkqStream(settings)
+        return WorkqStream(settings).settling(opts)
 
 
 # -- sink ----------------------------------------------------------------------------------------
@@ -211,12 +213,9 @@ class WorkqWriter(QueueWriter):
         with s.connect() as client:
             rows = iter_rows(batches, partition, self.body, self.columns, MAX_PAYLOAD)
             for chunk in chunks(rows):
-                jobs: list[tuple[Row, _Job]] = []
-                try:
-                    for row in chunk:
-                        jobs.append((row, self._job(row, default_name, partition)))
-                finally:  # a BadRow: the rows before it are sent first
-                    self._send(client, jobs, partition, report)
+                # Every row of the chunk checked (BadRow) before any of it is sent.
+                jobs = [(row, self._job(row, default_name, partition)) for row in chunk]
+                self._send(client, jobs, partition, report)
 
     def _job(self, row: Row, default_name: str | None, partition: int) -> _Job:
         s, v = self.settings, row.values
@@ -250,42 +249,74 @@ class WorkqWriter(QueueWriter):
     def _add_run(
         self, client: Client, run: list[tuple[Row, _Job]], partition: int, report: WriteReport
     ) -> None:
-        """Add one run. ``Duplicate job`` means the id is already there (a retried task, or
-        an add whose reply a lost connection swallowed): with ``onDuplicate=skip`` the row
-        counts as done and the rest of the run is sent again (same ids), otherwise it fails
-        the task."""
+        """Add one run. ``Duplicate job`` means the id is already there (a retried task, or an
+        add whose reply a lost connection swallowed): with ``onDuplicate=skip`` the row counts
+        as done, otherwise it fails the task. After that error the client reconnects (the
+        server may be out of step), so the adds pipelined behind it got no answer: one
+        pipelined ``inspect job`` per id among them tells which the server holds (they count as
+        there already), and the others are added again. Linear: each round settles every row
+        the server already holds; another round happens only if an id appears meanwhile."""
         todo = list(run)
         while todo:
-            head = todo[0][1]
-            try:
-                if head.max_attempts:
-                    row, job = todo[0]
-                    client.add(job.name, row.body, ttr=job.ttr_ms / 1000, ttl=job.ttl_ms / 1000,
-                               priority=job.priority, max_attempts=job.max_attempts,
-                               job_id=job.job_id)
-                else:
-                    client.add_many(
-                        head.name, [row.body for row, _ in todo], ttr=head.ttr_ms / 1000,
-                        ttl=head.ttl_ms / 1000, priority=head.priority,
-                        job_ids=[job.job_id for _, job in todo], window=self.settings.window,
-                    )
-            except BulkError as exc:
-                outcomes: list[object] = list(exc.results)
-                index, error = exc.index, exc.error
-            except WorkqError as exc:
-                outcomes, index, error = [exc], 0, exc
-            else:
-                for _, job in todo:
-                    report.add(job.name, job.job_id)
-                return
+            outcomes = self._add(client, todo)
+            failed = [(k, o) for k, o in enumerate(outcomes) if isinstance(o, BaseException)]
             for (_, job), outcome in zip(todo, outcomes, strict=True):
                 if isinstance(outcome, str):
                     report.add(job.name, job.job_id)
+            if not failed:
+                return
+            index, error = failed[0]
             if not (isinstance(error, DuplicateJob) and self.settings.skip_duplicates):
                 raise RowRefused(partition, todo[index][0].index, error) from error
-            report.duplicates += 1
-            todo = [item for k, (item, outcome) in enumerate(zip(todo, outcomes, strict=True))
-                    if k != index and not isinstance(outcome, str)]
+            unanswered = []
+            for item, outcome in zip(todo, outcomes, strict=True):
+                if isinstance(outcome, DuplicateJob):
+                    report.duplicates += 1
+                elif isinstance(outcome, BaseException):
+                    unanswered.append(item)
+            held = self._held_ids(client, [job.job_id for _, job in unanswered])
+            report.duplicates += len(held)
+            todo = [item for item in unanswered if item[1].job_id not in held]
+
+    def _add(self, client: Client, todo: list[tuple[Row, _Job]]) -> list[object]:
+        """Add ``todo`` (a run: ``add_many``; a row with max-attempts: ``add``); per row its
+        id or its exception."""
+        head = todo[0][1]
+        try:
+            if head.max_attempts:
+                row, job = todo[0]
+                client.add(job.name, row.body, ttr=job.ttr_ms / 1000, ttl=job.ttl_ms / 1000,
+                           priority=job.priority, max_attempts=job.max_attempts,
+                           job_id=job.job_id)
+            else:
+                client.add_many(
+                    head.name, [row.body for row, _ in todo], ttr=head.ttr_ms / 1000,
+                    ttl=head.ttl_ms / 1000, priority=head.priority,
+                    job_ids=[job.job_id for _, job in todo], window=self.settings.window,
+                )
+        except BulkError as exc:
+            return list(exc.results)
+        except WorkqError as exc:
+            return [exc]
+        return [job.job_id for _, job in todo]
+
+    def _held_ids(self, client: Client, ids: list[str]) -> set[str]:
+        """The ids of ``ids`` that the server holds a job for (pipelined ``inspect job``).
+
+        Raises:
+            JobwireError: the connection failed (the task fails; what was added stays).
+        """
+        if not ids:
+            return set()
+        replies = client.call_many([InspectJob(job_id) for job_id in ids],
+                                   window=self.settings.window)
+        held: set[str] = set()
+        for job_id, reply in zip(ids, replies, strict=True):
+            if not isinstance(reply, JobwireError):
+                held.add(job_id)
+            elif not isinstance(reply, NotFound):
+                raise reply
+        return held
 
 
 @dataclass(frozen=True)
@@ -395,6 +426,22 @@ class WorkqStream(HeldJobsReader[str]):
                 break
             taken.append((job.job_id, (job.job_id, job.name, job.ttr, job.payload)))
         return taken
+
+    def ready(self) -> int:
+        """The ready jobs of the queues (``inspect queue``; an unknown queue has none)."""
+        client = self._connection()
+        total = 0
+        for name in self.settings.names:
+            with contextlib.suppress(NotFound):  # an unknown queue has none
+                total += client.inspect_queue(name).ready_len
+        return total
+
+    def close(self) -> None:
+        """Close the connection (leases end at their TTR: the jobs still held come back
+        then)."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
 
     def acknowledge(self, jobs: list[str]) -> None:
         refused: list[WorkqError] = []

@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import REQUIRE_REAL
 from tests.gearman.conftest import function, gearman_server  # noqa: F401  # fixtures
 from tests.qless.conftest import redis_server  # noqa: F401  # fixtures
-from tests.workq.conftest import qname, workq_server  # noqa: F401  # fixtures
+from tests.workq.conftest import qname  # noqa: F401  # fixture (workq_server: the plugin's)
 
 
 def spark_missing() -> str | None:

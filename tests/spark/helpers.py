@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -105,3 +106,65 @@ def crash_before_commit(fmt: str, options: dict[str, str], checkpoint: Path,
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     return outfile.read_text().split("\n")[:-2]
+
+
+class CountingProxy:
+    """A TCP proxy on loopback in front of ``(host, port)`` that records what each client
+    connection sent upstream: how many connections, and the command lines of all of them."""
+
+    def __init__(self, host: str, port: int) -> None:
+        import socket
+
+        self._upstream = (host, port)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._lock = threading.Lock()
+        self._sent: list[bytearray] = []
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def connections(self) -> int:
+        with self._lock:
+            return len(self._sent)
+
+    def lines(self) -> list[bytes]:
+        """Every CRLF-terminated line clients sent (payload lines included)."""
+        with self._lock:
+            return [line for sent in self._sent for line in bytes(sent).split(b"\r\n")]
+
+    def _accept(self) -> None:
+        import socket
+
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self._upstream)
+            sent = bytearray()
+            with self._lock:
+                self._sent.append(sent)
+            threading.Thread(target=self._pump, args=(client, server, sent), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, None), daemon=True).start()
+
+    def _pump(self, source: Any, sink: Any, record: bytearray | None) -> None:
+        import socket
+
+        try:
+            while data := source.recv(65536):
+                if record is not None:
+                    with self._lock:
+                        record.extend(data)
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+
+    def close(self) -> None:
+        self._closed = True
+        self._listener.close()

@@ -68,7 +68,7 @@ def test_row_columns_set_each_jobs_knobs(spark: Any, server: BeanstalkServer, tu
     ],
     ids=["missing-body", "oversized-body"],
 )
-def test_bad_body_fails_the_task_naming_the_row_after_sending_those_before(
+def test_bad_body_fails_the_task_naming_the_row_before_sending_its_chunk(
     spark: Any, server: BeanstalkServer, tube: str, rows: list[bytes | None], column: str,
     reason: str,
 ) -> None:
@@ -78,7 +78,8 @@ def test_bad_body_fails_the_task_naming_the_row_after_sending_those_before(
     text = str(info.value)
     assert f"BadRow: row 2 of partition 0, column '{column}'" in text
     assert reason in text
-    assert drain_beanstalk(server.url, tube) == [b"a", b"b"]
+    assert "had put 0 jobs" in text
+    assert drain_beanstalk(server.url, tube) == []  # nothing of the row's chunk was sent
 
 
 def test_invalid_tube_in_a_row_is_named(spark: Any, server: BeanstalkServer, tube: str) -> None:
@@ -86,7 +87,23 @@ def test_invalid_tube_in_a_row_is_named(spark: Any, server: BeanstalkServer, tub
     with pytest.raises(Exception) as info:
         write(df.coalesce(1), server.url, tube)
     assert "BadRow: row 1 of partition 0, column 'tube'" in str(info.value)
-    assert drain_beanstalk(server.url, tube) == [b"a"]
+    assert drain_beanstalk(server.url, tube) == []
+
+
+def test_a_bad_row_sends_the_chunks_before_its_own_and_its_error_counts_them(
+    spark: Any, server: BeanstalkServer, tube: str
+) -> None:
+    from jobwire.spark._common import CHUNK_ROWS
+
+    n, bad = CHUNK_ROWS + 2000, CHUNK_ROWS + 1000  # the bad row is in the second chunk
+    df = spark.range(n).selectExpr(f"if(id = {bad}, null, cast(id as string)) as body")
+    with pytest.raises(Exception) as info:
+        write(df.coalesce(1), server.url, tube)
+    text = str(info.value)
+    assert f"BadRow: row {bad} of partition 0, column 'body'" in text
+    assert f"attempt 0 of the task for partition 0 had put {CHUNK_ROWS} jobs" in text
+    bodies = drain_beanstalk(server.url, tube)
+    assert sorted(bodies) == sorted(str(i).encode() for i in range(CHUNK_ROWS))
 
 
 @pytest.mark.parametrize(
@@ -148,7 +165,7 @@ def test_tables_match_the_servers_own_answers(
     assert len(stats) == 1
     for key in ("version", "pid", "max-job-size", "current-jobs-ready", "current-jobs-delayed",
                 "current-jobs-buried", "total-jobs", "current-tubes"):
-        assert stats[0][key.replace("-", "_")] == own[key], key  # type: ignore[literal-required]
+        assert stats[0][key.replace("-", "_")] == own[key], key
     assert {r["name"] for r in tubes} == set(own_tubes)
     mine = next(r.asDict() for r in tubes if r["name"] == tube)
     for key, value in own_tubes[tube].items():

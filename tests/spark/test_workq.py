@@ -114,7 +114,7 @@ def test_bad_row_fails_the_task_naming_it(
         write(df, workq_server, name=qname)
     assert f"BadRow: row 2 of partition 0, column '{column}'" in str(info.value)
     assert reason in str(info.value)
-    assert sorted(j.payload for j in drain(workq_server, qname)) == [b"a", b"b"]
+    assert drain(workq_server, qname) == []  # nothing of the row's chunk was sent
 
 
 def test_rewriting_rows_with_ids_adds_each_job_once(

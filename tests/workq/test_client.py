@@ -21,10 +21,12 @@ from jobwire.errors import (
 )
 from tests.conftest import free_port
 from workq_client import (
+    Add,
     BulkError,
     Client,
     ClientError,
     DuplicateJob,
+    InspectJob,
     JobState,
     NotFound,
     ServerError,
@@ -301,6 +303,22 @@ def test_add_many_with_a_duplicate_in_the_middle(client: Client, qname: str) -> 
     assert client.inspect_job(taken).payload == b"first"
     with pytest.raises(LocalProtocolError):
         client.add_many(qname, [b"a"], job_ids=[])
+
+
+def test_call_many_answers_each_command_or_its_error(client: Client, qname: str) -> None:
+    held = client.add(qname, b"held")
+    unknown = str(uuid.uuid4())
+    replies = client.call_many([InspectJob(held), InspectJob(unknown), InspectJob(held)])
+    assert [type(r).__name__ for r in replies] == ["InspectReply", "NotFound", "InspectReply"]
+    assert isinstance(replies[1], NotFound)
+    # A refused add closes the connection: what was pipelined behind it has no reply.
+    with pytest.raises(BulkError) as info:
+        client.call_many([Add(qname, b"a", ttr_ms=60_000, ttl_ms=3_600_000),
+                          Add(qname, b"dup", ttr_ms=60_000, ttl_ms=3_600_000, job_id=held),
+                          InspectJob(held)])
+    assert isinstance(info.value.error, DuplicateJob) and info.value.index == 1
+    assert isinstance(info.value.results[2], ConnectionLost)
+    assert client.inspect_job(held).payload == b"held"
 
 
 def test_invalid_input_is_refused_before_sending(client: Client, qname: str) -> None:
