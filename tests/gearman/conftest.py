@@ -6,12 +6,14 @@ which gives one server, here.)"""
 
 from __future__ import annotations
 
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from gearman_client import Worker
 from jobwire.testing import GearmanServer, gearmand_binary, start_gearman, unavailable
 
 __all__ = ["GEARMAN_KINDS", "ROOT", "GearmanServer", "gearmand_binary", "need", "start_gearman"]
@@ -52,3 +54,21 @@ def fresh_gearman(request: pytest.FixtureRequest) -> Iterator[GearmanServer]:
 def function() -> str:
     """A function name no other test uses."""
     return f"f-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def running_worker() -> Iterator[Callable[[Worker], Worker]]:
+    """Start a :class:`Worker`'s ``run()`` in a thread; stopped and joined after the test."""
+    workers: list[tuple[Worker, threading.Thread]] = []
+
+    def start(worker: Worker) -> Worker:
+        thread = threading.Thread(target=worker.run, daemon=True)
+        thread.start()
+        workers.append((worker, thread))
+        return worker
+
+    yield start
+    for worker, thread in workers:
+        worker.stop()
+        thread.join(10)
+        assert not thread.is_alive()

@@ -8,7 +8,6 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -44,23 +43,6 @@ from jobwire.errors import (
 
 from ..conftest import free_port
 from .conftest import GEARMAN_KINDS, GearmanServer, need, start_gearman
-
-
-@pytest.fixture
-def running_worker() -> Iterator[Any]:
-    workers: list[tuple[Worker, threading.Thread]] = []
-
-    def start(worker: Worker) -> Worker:
-        thread = threading.Thread(target=worker.run, daemon=True)
-        thread.start()
-        workers.append((worker, thread))
-        return worker
-
-    yield start
-    for worker, thread in workers:
-        worker.stop()
-        thread.join(10)
-        assert not thread.is_alive()
 
 
 def wait_for(predicate: Any, timeout: float = 5.0) -> None:

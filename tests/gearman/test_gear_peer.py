@@ -68,23 +68,6 @@ def gear_server() -> Iterator[GearmanServer]:
     srv.stop()
 
 
-@pytest.fixture
-def running_worker() -> Iterator[Callable[[Worker], Worker]]:
-    workers: list[tuple[Worker, threading.Thread]] = []
-
-    def start(worker: Worker) -> Worker:
-        thread = threading.Thread(target=worker.run, daemon=True)
-        thread.start()
-        workers.append((worker, thread))
-        return worker
-
-    yield start
-    for worker, thread in workers:
-        worker.stop()
-        thread.join(10)
-        assert not thread.is_alive()
-
-
 def wait_for(predicate: Callable[[], object], what: str, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
