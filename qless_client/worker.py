@@ -148,6 +148,8 @@ class RedisOptions(TypedDict, total=False):
     max_line: int
     max_depth: int
     max_array: int
+    max_reply_items: int
+    max_reply_bytes: int
     on_push: Callable[[Push], None] | None
     ssl: SSLOption
     server_hostname: str | None
@@ -740,8 +742,7 @@ class AsyncWorker:
             # complete adds ``done`` (at ``now``, whole seconds) after this worker's pop
             # (then, with a next queue, a ``put`` there).
             after = _after_my_pop(raw, job.worker)
-            if after is not None and any(e.get("what") == "done" and _at(e.get("when"), now)
-                                         for e in after):
+            if after and after[0].get("what") == "done" and _at(after[0].get("when"), now):
                 return "complete" if nxt is None else raw["state"]
             return None
 
@@ -760,8 +761,8 @@ class AsyncWorker:
             after = _after_my_pop(raw, job.worker)
             if after is None:
                 return None
-            if raw["state"] == "failed" and any(
-                    e.get("what") == "failed" and _at(e.get("when"), now) for e in after):
+            if (raw["state"] == "failed" and after and after[0].get("what") == "failed"
+                    and _at(after[0].get("when"), now)):
                 return min(-1, int(raw["remaining"]))
             if (not after and raw["state"] in ("waiting", "scheduled")
                     and raw["remaining"] == job.remaining - 1):
@@ -956,12 +957,20 @@ def _sent_now(call: sc.ScriptCall[Any]) -> float:
     return call.now
 
 
+#: The history events that change who holds a job or where it is (the others: ``timed-out``,
+#: a lock that ran out but is still the holder's in its grace period, and ``log`` messages).
+_MOVES = frozenset({"put", "popped", "done", "failed"})
+
+
 def _after_my_pop(raw: sc.JobData, worker: str) -> list[sc.HistoryEntry] | None:
-    """The history entries after ``worker``'s last pop of the job; None when it has none."""
+    """The :data:`_MOVES` events after ``worker``'s last pop of the job, or None when it has
+    none. A report of this worker's is the *first* of them: history times are whole seconds,
+    so a ``done`` further on, in the same second, may be another worker's after a move and a
+    pop (a ``put`` and a ``popped`` come first then)."""
     history = raw["history"]
     for i in range(len(history) - 1, -1, -1):
         if history[i].get("what") == "popped" and history[i].get("worker") == worker:
-            return history[i + 1:]
+            return [e for e in history[i + 1:] if e.get("what") in _MOVES]
     return None
 
 
