@@ -121,8 +121,8 @@ def test_server(redis_server):
 
 def test_sync(qless_client, qless_queue):
     jid = qless_client.queue(qless_queue).put("app.Job", {"n": 1})
-    [job] = qless_client.queue(qless_queue).pop()
-    assert job.jid == jid
+    job = qless_client.queue(qless_queue).pop()
+    assert job is not None and job.jid == jid
     job.complete()
 
 
@@ -130,8 +130,8 @@ def test_sync(qless_client, qless_queue):
 async def test_async(async_qless_client, qless_queue):
     queue = async_qless_client.queue(qless_queue)
     jid = await queue.put("app.Job", {"n": 2})
-    [job] = await queue.pop()
-    assert job.jid == jid
+    job = await queue.pop()
+    assert job is not None and job.jid == jid
     await job.complete()
 ''',
 }
