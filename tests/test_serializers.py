@@ -169,9 +169,9 @@ def workq() -> None:
 
 def qless() -> None:
     client = qless_client.Client()
-    assert_type(client.queue("q").pop()[0].data, Any)
+    assert_type(client.queue("q").pop(2)[0].data, Any)
     typed = qless_client.Client(serializer=Text())
-    assert_type(typed.queue("q").pop()[0].data, str)
+    assert_type(typed.queue("q").pop(2)[0].data, str)
     typed.queue("q").put("k", "text")
     typed.queue("q").put("k", 1)  # E: arg-type
 '''
