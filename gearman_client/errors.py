@@ -26,7 +26,8 @@ class ServerError(GearmanError):
 
 
 class QueueFull(ServerError):
-    """ERROR QUEUE_ERROR: the function's queue is at its ``maxqueue`` limit."""
+    """ERROR QUEUE_ERROR: the function's queue is at its ``maxqueue`` limit (on the bundled
+    server also: its ``--max-memory`` or ``--max-functions`` is reached)."""
 
 
 class JobFailed(GearmanError):

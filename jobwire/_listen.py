@@ -17,6 +17,7 @@ import contextlib
 import errno
 import math
 import os
+import re
 import socket
 import stat
 from dataclasses import dataclass
@@ -26,8 +27,8 @@ if TYPE_CHECKING:
     import ssl
 
 __all__ = [
-    "Limits", "add_server_arguments", "close_unix", "server_options", "server_tls_context",
-    "tcp_sockets", "unix_socket",
+    "Limits", "add_server_arguments", "byte_size", "close_unix", "server_options",
+    "server_tls_context", "tcp_sockets", "unix_socket",
 ]
 
 
@@ -69,25 +70,33 @@ class Limits:
         return self.idle_timeout is not None or self.line_timeout is not None
 
 
-def server_tls_context(cert_file: str, key_file: str | None = None) -> ssl.SSLContext:
+def server_tls_context(
+    cert_file: str, key_file: str | None = None, client_ca_file: str | None = None
+) -> ssl.SSLContext:
     """A server-side TLS context from a PEM certificate chain and its private key (``key_file``
-    may be omitted when ``cert_file`` holds both). Clients are not asked for certificates.
+    may be omitted when ``cert_file`` holds both). With ``client_ca_file`` (PEM CA
+    certificates), mutual TLS: a client must present a certificate issued by one of them or
+    its handshake fails; without it, clients are not asked for certificates.
 
     Raises:
         OSError: a file cannot be read.
-        ssl.SSLError: the files hold no usable certificate or key, or they do not match.
+        ssl.SSLError: the files hold no usable certificate, key or CA, or they do not match.
     """
     import ssl  # only a server that serves TLS pays for the import
 
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(cert_file, key_file)
+    if client_ca_file is not None:
+        context.load_verify_locations(cafile=client_ca_file)
+        context.verify_mode = ssl.CERT_REQUIRED
     return context
 
 
 def add_server_arguments(parser: argparse.ArgumentParser, *, go_style: bool = False) -> None:
     """The flags every bundled server takes: ``-c/--max-connections``, ``--idle-timeout``,
-    ``--line-timeout``, ``--tls-cert``, ``--tls-key``. With ``go_style`` (the Workq server,
-    whose Go original spells flags ``-flag``) each also answers to one dash."""
+    ``--line-timeout``, ``--tls-cert``, ``--tls-key``, ``--tls-client-ca``. With ``go_style``
+    (the Workq server, whose Go original spells flags ``-flag``) each also answers to one
+    dash."""
 
     def names(*flags: str) -> list[str]:
         long = [f for f in flags if f.startswith("--")]
@@ -107,21 +116,45 @@ def add_server_arguments(parser: argparse.ArgumentParser, *, go_style: bool = Fa
                         help="serve TLS with this PEM certificate chain (and --tls-key)")
     parser.add_argument(*names("--tls-key"), dest="tls_key", metavar="FILE",
                         help="the PEM private key of --tls-cert (default: in --tls-cert)")
+    parser.add_argument(*names("--tls-client-ca"), dest="tls_client_ca", metavar="FILE",
+                        help="mutual TLS: serve only clients whose certificate was issued by "
+                        "a CA in this PEM file (with --tls-cert)")
+
+
+_SIZE_SUFFIXES = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+def byte_size(text: str) -> int:
+    """A ``--max-memory`` value: a positive number of bytes, optionally with a ``k``, ``M`` or
+    ``G`` suffix (powers of 1024, any case; a trailing ``b`` is allowed: ``64MB``). An argparse
+    ``type=`` for every bundled server's ``--max-memory``.
+
+    Raises:
+        ValueError: not a positive whole number of bytes (argparse reports it as a usage error).
+    """
+    match = re.fullmatch(r"\s*(\d+)\s*([kKmMgG]?)[bB]?\s*", text)
+    if match is None or int(match[1]) < 1:
+        raise ValueError(f"a size in bytes (e.g. 65536, 512k, 64M, 1G) is expected, got {text!r}")
+    return int(match[1]) * _SIZE_SUFFIXES[match[2].lower()]
+
+
+byte_size.__name__ = "size"  # argparse says "invalid size value: 'x'"
 
 
 def server_options(args: argparse.Namespace) -> tuple[Limits, ssl.SSLContext | None]:
     """The limits and TLS context :func:`add_server_arguments`' flags ask for.
 
     Raises:
-        ValueError: a limit is out of range, or ``--tls-key`` came without ``--tls-cert``.
+        ValueError: a limit is out of range, or ``--tls-key`` or ``--tls-client-ca`` came
+            without ``--tls-cert``.
         OSError, ssl.SSLError: the certificate or key cannot be loaded.
     """
     limits = Limits(args.max_connections, args.idle_timeout, args.line_timeout)
     if args.tls_cert is None:
-        if args.tls_key is not None:
-            raise ValueError("--tls-key needs --tls-cert")
+        if args.tls_key is not None or args.tls_client_ca is not None:
+            raise ValueError("--tls-key and --tls-client-ca need --tls-cert")
         return limits, None
-    return limits, server_tls_context(args.tls_cert, args.tls_key)
+    return limits, server_tls_context(args.tls_cert, args.tls_key, args.tls_client_ca)
 
 
 #: The accept queue: connections the kernel completes before the server accepts them.

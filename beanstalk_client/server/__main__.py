@@ -6,8 +6,9 @@ server (``-b`` binlog directory, ``-f``/``-F`` fsync policy, ``-u`` user) are ac
 with a warning, so those command lines do not break either.
 
 Flags of its own, off by default as beanstalkd has none of them (``jobwire._listen``):
-``-c/--max-connections N``, ``--idle-timeout S``, ``--line-timeout S``, and TLS with
-``--tls-cert FILE --tls-key FILE``.
+``-c/--max-connections N``, ``--idle-timeout S``, ``--line-timeout S``, TLS with
+``--tls-cert FILE --tls-key FILE``, and ``--max-memory BYTES`` (``64k``, ``512M``, ``1G``): a
+``put`` that would take the stored jobs past it is answered ``OUT_OF_MEMORY``.
 
 Why it listens first: beanstalkd listens a few milliseconds after it starts, and test suites
 rely on it (greenstalk's spawns it and connects 0.1 s later, once, with no retry). So this
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING
 from jobwire._listen import (
     Limits,
     add_server_arguments,
+    byte_size,
     server_options,
     tcp_sockets,
     unix_socket,
@@ -73,6 +75,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("-u", dest="user", metavar="USER",
                         help="ignored (does not drop privileges)")
     add_server_arguments(parser)
+    parser.add_argument("--max-memory", dest="max_memory", type=byte_size, metavar="BYTES",
+                        help="answer put with OUT_OF_MEMORY while the stored jobs take BYTES "
+                        "(bodies plus a fixed overhead each; k, M, G suffixes: 64M) "
+                        "(default: no limit)")
     return parser
 
 
@@ -90,6 +96,7 @@ async def _run(
     early: list[int],
     limits: Limits,
     ssl_context: ssl.SSLContext | None,
+    max_memory: int | None,
 ) -> None:
     import logging
 
@@ -101,7 +108,7 @@ async def _run(
     with anyio.open_signal_receiver(*_signals()) as signals:
         async with serve_listening(
             sockets, unix_path=unix_path, max_job_size=max_job_size, limits=limits,
-            ssl_context=ssl_context,
+            ssl_context=ssl_context, max_memory=max_memory,
         ) as server:
 
             def stops(signum: int) -> bool:
@@ -178,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format=f"{PROG}[%(process)d]: %(message)s")
     anyio.run(_run, sockets, unix_path, max_job_size, early, limits, ssl_context,
-              backend="asyncio")
+              args.max_memory, backend="asyncio")
     return 0
 
 

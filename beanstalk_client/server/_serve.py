@@ -156,6 +156,7 @@ async def serve(
     idle_timeout: float | None = None,
     line_timeout: float | None = None,
     ssl_context: ssl.SSLContext | None = None,
+    max_memory: int | None = None,
 ) -> AsyncIterator[Server]:
     """Run a beanstalkd 1.12-compatible server while the ``async with`` block runs.
 
@@ -173,6 +174,8 @@ async def serve(
             this many seconds to arrive once its first byte has.
         ssl_context: serve TLS with this server-side context (see
             ``jobwire._serving.server_tls_context``).
+        max_memory: bytes the stored jobs may take (body and a fixed overhead each); a
+            ``put`` past it is answered ``OUT_OF_MEMORY``, until deletes free enough.
 
     Yields:
         The :class:`Server`, already listening.
@@ -184,11 +187,13 @@ async def serve(
     if not 0 <= port <= 65535:
         raise ValueError(f"port must be in 0..65535, got {port}")
     _check_max_job_size(max_job_size)  # before anything is bound
+    if max_memory is not None and max_memory < 1:
+        raise ValueError(f"max_memory must be at least 1, got {max_memory}")
     limits = Limits(max_connections, idle_timeout, line_timeout)
     sockets = [unix_socket(unix_path)] if unix_path is not None else tcp_sockets(host, port)
     async with serve_listening(
         sockets, unix_path=unix_path, max_job_size=max_job_size, limits=limits,
-        ssl_context=ssl_context,
+        ssl_context=ssl_context, max_memory=max_memory,
     ) as server:
         yield server
 
@@ -201,6 +206,7 @@ async def serve_listening(
     max_job_size: int = 65535,
     limits: Limits | None = None,
     ssl_context: ssl.SSLContext | None = None,
+    max_memory: int | None = None,
 ) -> AsyncIterator[Server]:
     """:func:`serve` on sockets that already listen (``python -m beanstalk_client.server``
     binds them with ``jobwire._listen``). Takes them over: they
@@ -212,7 +218,7 @@ async def serve_listening(
     _check_max_job_size(max_job_size)
     limits = limits or Limits()
     gate = Gate(limits, ssl_context, logger)
-    state = ServerState(time.monotonic(), max_job_size=max_job_size)
+    state = ServerState(time.monotonic(), max_job_size=max_job_size, max_memory=max_memory)
     body_error: BaseException | None = None
     with contextlib.ExitStack() as stack:
         address: Address
@@ -258,6 +264,7 @@ def run_server(
     idle_timeout: float | None = None,
     line_timeout: float | None = None,
     ssl_context: ssl.SSLContext | None = None,
+    max_memory: int | None = None,
 ) -> Iterator[Server]:
     """Run :func:`serve` in a background thread with its own asyncio event loop.
 
@@ -266,7 +273,7 @@ def run_server(
 
     Args:
         host, port, unix_path, max_job_size, max_connections, idle_timeout, line_timeout,
-        ssl_context: as for :func:`serve`.
+        ssl_context, max_memory: as for :func:`serve`.
 
     Raises:
         ValueError, OSError: as for :func:`serve`, raised in the calling thread.
@@ -278,7 +285,8 @@ def run_server(
         portal.wrap_async_context_manager(
             serve(host, port, unix_path=unix_path, max_job_size=max_job_size,
                   max_connections=max_connections, idle_timeout=idle_timeout,
-                  line_timeout=line_timeout, ssl_context=ssl_context)
+                  line_timeout=line_timeout, ssl_context=ssl_context,
+                  max_memory=max_memory)
         ) as server,
     ):
         yield server

@@ -12,6 +12,8 @@ Flags of its own, off by default as gearmand has none of them (``jobwire._listen
 ``--tls-cert FILE --tls-key FILE`` (also spelled as gearmand's ``--ssl-certificate`` and
 ``--ssl-key``; gearmand's ``--ssl`` is accepted, TLS is on whenever a certificate is given, and
 its ``--ssl-ca-file`` is ignored with a warning: clients are asked for no certificate).
+Bounds gearmand lacks: ``--max-functions N`` (100,000) and ``--max-functions-per-connection N``
+(10,000), on by default, and ``--max-memory BYTES`` (stored jobs; off by default).
 
 It parses its flags, binds and listens with the standard library alone, and only then imports
 anyio and the server (as ``python -m beanstalk_client.server`` does): a client that connects
@@ -28,7 +30,13 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from jobwire._listen import Limits, add_server_arguments, server_options, tcp_sockets
+from jobwire._listen import (
+    Limits,
+    add_server_arguments,
+    byte_size,
+    server_options,
+    tcp_sockets,
+)
 
 if TYPE_CHECKING:
     import ssl
@@ -53,6 +61,16 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--allow-shutdown", action="store_true",
                         help="obey the admin 'shutdown [graceful]' command (default: unknown "
                         "command, as in gearmand 1.1.20)")
+    parser.add_argument("--max-functions", type=int, default=100_000, metavar="N",
+                        help="functions known at once; one more CAN_DO gets ERROR "
+                        "MEMORY_ALLOCATION_FAILURE, a submit ERROR QUEUE_ERROR (default "
+                        "100000)")
+    parser.add_argument("--max-functions-per-connection", type=int, default=10_000,
+                        metavar="N", help="functions one connection may register; one more "
+                        "CAN_DO gets ERROR MEMORY_ALLOCATION_FAILURE (default 10000)")
+    parser.add_argument("--max-memory", type=byte_size, default=None, metavar="BYTES",
+                        help="bytes of stored jobs (suffixes k, M, G); a submit past it gets "
+                        "ERROR QUEUE_ERROR (default: no limit)")
     parser.add_argument("-v", "--verbose", action="count", default=0,
                         help="log connections and errors to stderr")
     add_server_arguments(parser)
@@ -92,7 +110,9 @@ async def _main(
         async with serve_listening(
             sockets, host=args.listen, max_body_size=max_body_size,
             handle_prefix=args.job_handle_prefix, allow_shutdown=args.allow_shutdown,
-            limits=limits, ssl_context=ssl_context,
+            limits=limits, ssl_context=ssl_context, max_functions=args.max_functions,
+            max_functions_per_connection=args.max_functions_per_connection,
+            max_memory=args.max_memory,
         ) as server:
             logging.getLogger(PROG).info("listening on %s", server.url)
             if early:  # SIGTERM/SIGINT while the server was starting
@@ -122,6 +142,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not 0 <= args.port <= 65535:
         print(f"{PROG}: error: -p must be a port number (0-65535)", file=sys.stderr)
         return 2
+    for flag, value in (("--max-functions", args.max_functions),
+                        ("--max-functions-per-connection", args.max_functions_per_connection)):
+        if value < 1:
+            print(f"{PROG}: error: {flag} must be at least 1", file=sys.stderr)
+            return 2
     try:
         limits, ssl_context = server_options(args)
     except ValueError as exc:

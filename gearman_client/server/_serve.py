@@ -6,6 +6,9 @@ Everything that decides anything lives in ``_state.py`` (no awaits) and ``_serve
 * **Reader task.** Reads a chunk, runs every complete request in it against the state, and lets
   the writer send what was produced. Bad magic, an unknown type or garbage closes that
   connection (as gearmand does) and nothing else.
+* **A bounded share of the loop.** The reader yields to the event loop after every ``TURN``
+  requests (a read counting one per ``TURN_READ_UNIT`` bytes, ``jobwire._serving``), so
+  another connection is answered while this one floods the server.
 * **Writer task.** The state queues packets for *other* connections too (WORK_* to attached
   clients, NOOP to sleeping workers), so each connection has one writer, woken by
   ``Conn.notify``; it alone sends on the stream, so sends never interleave.
@@ -36,11 +39,14 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 
 from jobwire._listen import Limits, tcp_sockets
 from jobwire._serving import (
     BROKEN,
     OUTPUT_CAP,
+    TURN,
+    TURN_READ_UNIT,
     Gate,
     Scheduler,
     TimedOut,
@@ -60,7 +66,12 @@ from .. import _packets as pk
 from .._events import NEED_DATA, ConnectionClosed
 from .._packets import DEFAULT_MAX_BODY_SIZE
 from .._server_protocol import AdminLine, ServerConnection
-from ._state import Conn, ServerState
+from ._state import (
+    DEFAULT_MAX_FUNCTIONS,
+    DEFAULT_MAX_FUNCTIONS_PER_CONNECTION,
+    Conn,
+    ServerState,
+)
 
 __all__ = ["Server", "run_server", "serve", "serve_listening"]
 
@@ -84,13 +95,18 @@ class Server:
         allow_shutdown: bool = False,
         limits: Limits | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        max_functions: int | None = DEFAULT_MAX_FUNCTIONS,
+        max_functions_per_connection: int | None = DEFAULT_MAX_FUNCTIONS_PER_CONNECTION,
+        max_memory: int | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self.max_body_size = max_body_size
         self.limits = limits or Limits()
         self.state = ServerState(on_timer=self._timer_added, handle_prefix=handle_prefix,
-                                 allow_shutdown=allow_shutdown)
+                                 allow_shutdown=allow_shutdown, max_functions=max_functions,
+                                 max_functions_per_connection=max_functions_per_connection,
+                                 max_memory=max_memory)
         self._scheduler = Scheduler(self.state.tick, self.state.next_timer, time.time, logger)
         self._gate = Gate(self.limits, ssl_context, logger)
         self._fds = itertools.count(10)
@@ -191,6 +207,7 @@ class _Link:
         protocol = conn.protocol
         limits = server.limits if server.limits.timed else None
         partial_since: float | None = None
+        left = TURN  # requests this task may still run before it lets the others run
         while True:
             await server._drained(self)  # our replies wait: read nothing more meanwhile
             try:
@@ -204,6 +221,10 @@ class _Link:
             except BROKEN:
                 return False
             protocol.receive_data(data)
+            left -= len(data) // TURN_READ_UNIT
+            if left <= 0:  # a large request arriving takes its share too
+                left = TURN
+                await anyio.lowlevel.checkpoint()
             answered = False
             while True:
                 try:
@@ -232,6 +253,10 @@ class _Link:
                     for other in [link for link in server._pressed if link is not self]:
                         await server._drained(other)  # the client reads at its own pace
                 await server._drained(self)
+                left -= 1
+                if left <= 0:  # this connection had its share: the others run, then it goes on
+                    left = TURN
+                    await anyio.lowlevel.checkpoint()
             if not data:
                 return True
             if limits is not None:
@@ -279,6 +304,9 @@ async def serve(
     idle_timeout: float | None = None,
     line_timeout: float | None = None,
     ssl_context: ssl.SSLContext | None = None,
+    max_functions: int | None = DEFAULT_MAX_FUNCTIONS,
+    max_functions_per_connection: int | None = DEFAULT_MAX_FUNCTIONS_PER_CONNECTION,
+    max_memory: int | None = None,
 ) -> AsyncIterator[Server]:
     """Run a server while the block runs (port 0: a free port, see ``server.port``).
 
@@ -297,6 +325,16 @@ async def serve(
             many seconds to arrive once its first byte has.
         ssl_context: serve TLS with this server-side context
             (``jobwire._listen.server_tls_context``).
+        max_functions: functions known at once (100,000 by default; ``None``: no limit).
+            One more CAN_DO gets ``ERROR MEMORY_ALLOCATION_FAILURE`` and is not registered, a
+            submit of a new function ``ERROR QUEUE_ERROR``.
+        max_functions_per_connection: functions one connection may register (10,000 by
+            default; ``None``: no limit); one more CAN_DO gets
+            ``ERROR MEMORY_ALLOCATION_FAILURE``. A function nobody serves or queues is
+            forgotten (unless an admin made it or gave it a ``maxqueue``).
+        max_memory: bytes of stored jobs (each counts its data, function name, unique id,
+            reducer and 256 bytes; ``None``, the default: no limit). A submit that would pass
+            it gets ``ERROR QUEUE_ERROR`` (``QueueFull`` in jobwire's client).
 
     Raises:
         ValueError: ``port`` or a limit is out of range.
@@ -305,10 +343,13 @@ async def serve(
     if not 0 <= port <= 65535:
         raise ValueError(f"port must be in 0..65535, got {port}")
     limits = Limits(max_connections, idle_timeout, line_timeout)
+    ServerState(max_functions=max_functions,  # checks them before anything listens
+                max_functions_per_connection=max_functions_per_connection, max_memory=max_memory)
     async with serve_listening(
         tcp_sockets(host, port), host=host, max_body_size=max_body_size,
         handle_prefix=handle_prefix, allow_shutdown=allow_shutdown, limits=limits,
-        ssl_context=ssl_context,
+        ssl_context=ssl_context, max_functions=max_functions,
+        max_functions_per_connection=max_functions_per_connection, max_memory=max_memory,
     ) as server:
         yield server
 
@@ -323,6 +364,9 @@ async def serve_listening(
     allow_shutdown: bool = False,
     limits: Limits | None = None,
     ssl_context: ssl.SSLContext | None = None,
+    max_functions: int | None = DEFAULT_MAX_FUNCTIONS,
+    max_functions_per_connection: int | None = DEFAULT_MAX_FUNCTIONS_PER_CONNECTION,
+    max_memory: int | None = None,
 ) -> AsyncIterator[Server]:
     """:func:`serve` on TCP sockets that already listen (``python -m gearman_client.server``
     binds them with ``jobwire._listen``). Takes them over: they
@@ -333,6 +377,8 @@ async def serve_listening(
         server = Server(
             host or str(bound[0]), int(bound[1]), max_body_size, handle_prefix,
             allow_shutdown=allow_shutdown, limits=limits, ssl_context=ssl_context,
+            max_functions=max_functions,
+            max_functions_per_connection=max_functions_per_connection, max_memory=max_memory,
         )
         server._sockets.extend(sockets)
         async with anyio.create_task_group() as tg:
@@ -369,6 +415,9 @@ def run_server(
     idle_timeout: float | None = None,
     line_timeout: float | None = None,
     ssl_context: ssl.SSLContext | None = None,
+    max_functions: int | None = DEFAULT_MAX_FUNCTIONS,
+    max_functions_per_connection: int | None = DEFAULT_MAX_FUNCTIONS_PER_CONNECTION,
+    max_memory: int | None = None,
 ) -> Iterator[Server]:
     """Run a server in a background thread while the block runs (for sync code and tests);
     arguments as for :func:`serve`."""
@@ -377,6 +426,8 @@ def run_server(
     with anyio.from_thread.start_blocking_portal() as portal, portal.wrap_async_context_manager(
         serve(host, port, max_body_size=max_body_size, handle_prefix=handle_prefix,
               allow_shutdown=allow_shutdown, max_connections=max_connections,
-              idle_timeout=idle_timeout, line_timeout=line_timeout, ssl_context=ssl_context)
+              idle_timeout=idle_timeout, line_timeout=line_timeout, ssl_context=ssl_context,
+              max_functions=max_functions,
+              max_functions_per_connection=max_functions_per_connection, max_memory=max_memory)
     ) as server:
         yield server

@@ -30,14 +30,27 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from jobwire.errors import LocalProtocolError
+
 from .. import _packets as pk
 from .._events import WrongMagic
 from .._packets import Packet, Priority
 from .._server_protocol import ServerConnection
 
-__all__ = ["Conn", "Job", "ServerState"]
+__all__ = [
+    "DEFAULT_MAX_FUNCTIONS", "DEFAULT_MAX_FUNCTIONS_PER_CONNECTION", "JOB_OVERHEAD", "Conn",
+    "Job", "ServerState",
+]
 
 _PRIORITIES = (Priority.HIGH, Priority.NORMAL, Priority.LOW)
+
+#: Functions the server knows at most (``--max-functions``): a few hundred bytes each.
+DEFAULT_MAX_FUNCTIONS = 100_000
+#: Functions one connection may register at most (``--max-functions-per-connection``).
+DEFAULT_MAX_FUNCTIONS_PER_CONNECTION = 10_000
+#: What a stored job counts against ``--max-memory`` beyond its data, function name, unique
+#: id and reducer: its bookkeeping (the ``Job``, its handle, its places in the tables).
+JOB_OVERHEAD = 256
 
 
 @dataclass(eq=False)
@@ -78,6 +91,8 @@ class Job:
     background: bool
     reducer: bytes | None = None
     when: float = 0.0
+    #: What it counts against ``max_memory``.
+    size: int = 0
     clients: list[Conn] = field(default_factory=list)
     worker: Conn | None = None
     numerator: int = 0
@@ -90,18 +105,37 @@ class Job:
     deadline: float | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class Function:
     name: bytes
-    queues: dict[Priority, deque[Job]] = field(
-        default_factory=lambda: {p: deque() for p in _PRIORITIES}
-    )
+    #: A queue per priority, made when its first job comes (a function with no jobs holds none).
+    queues: dict[Priority, deque[Job]] = field(default_factory=dict)
     future: int = 0  # epoch jobs not yet due
     running: int = 0
+    #: Connections that registered it (CAN_DO, CAN_DO_TIMEOUT).
+    workers: int = 0
     max_queue: dict[Priority, int] = field(default_factory=dict)
+    #: Made by the admin ``create function``: kept, like one with a ``maxqueue``, when nobody
+    #: serves or queues it.
+    created: bool = False
+
+    def queue(self, priority: Priority) -> deque[Job]:
+        queue = self.queues.get(priority)
+        if queue is None:
+            queue = self.queues[priority] = deque()
+        return queue
 
     def queued(self, priority: Priority) -> int:
-        return len(self.queues[priority])
+        queue = self.queues.get(priority)
+        return 0 if queue is None else len(queue)
+
+    def has_queued(self) -> bool:
+        return any(self.queues.values())
+
+    def unused(self) -> bool:
+        """Nobody serves it, no job of it waits or runs, no admin made or limited it."""
+        return not (self.workers or self.running or self.future or self.has_queued()
+                    or self.created or self.max_queue)
 
 
 class ServerState:
@@ -113,6 +147,17 @@ class ServerState:
         handle_prefix: handles are ``{prefix}:{n}`` (default ``H:<hostname>``).
         allow_shutdown: obey the admin ``shutdown [graceful]`` command (see :attr:`shutdown`);
             without it the command is unknown, as in gearmand 1.1.20.
+        max_functions: functions known at once (``None``: no limit). A CAN_DO of one more
+            gets ``ERROR MEMORY_ALLOCATION_FAILURE`` (and is not registered), a submit
+            ``ERROR QUEUE_ERROR``, an admin ``create function`` or ``maxqueue`` an ``ERR``.
+        max_functions_per_connection: functions one connection may register (``None``: no
+            limit); one more CAN_DO gets ``ERROR MEMORY_ALLOCATION_FAILURE``.
+        max_memory: bytes of stored jobs (:data:`JOB_OVERHEAD` plus data, function name,
+            unique id and reducer each; ``None``: no limit); a submit past it gets
+            ``ERROR QUEUE_ERROR``.
+
+    Raises:
+        ValueError: a limit is below 1.
     """
 
     def __init__(
@@ -121,7 +166,20 @@ class ServerState:
         handle_prefix: str | None = None,
         *,
         allow_shutdown: bool = False,
+        max_functions: int | None = DEFAULT_MAX_FUNCTIONS,
+        max_functions_per_connection: int | None = DEFAULT_MAX_FUNCTIONS_PER_CONNECTION,
+        max_memory: int | None = None,
     ) -> None:
+        for name, value in (("max_functions", max_functions),
+                            ("max_functions_per_connection", max_functions_per_connection),
+                            ("max_memory", max_memory)):
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be at least 1, got {value}")
+        self.max_functions = max_functions
+        self.max_functions_per_connection = max_functions_per_connection
+        self.max_memory = max_memory
+        #: Bytes the stored jobs count against ``max_memory``.
+        self.memory = 0
         prefix = handle_prefix or f"H:{socket.gethostname()[:40]}"
         self._prefix = prefix.encode()
         self._next_handle = itertools.count(1)
@@ -158,13 +216,35 @@ class ServerState:
             if not job.clients and not job.background:
                 job.ignore = True
         conn.waiting.clear()
-        conn.abilities.clear()
+        self._unregister(conn, list(conn.abilities))
 
     def _function(self, name: bytes) -> Function:
+        """The function ``name``, which exists (it has jobs, workers, or an admin made it)."""
+        return self.functions[name]
+
+    def _new_function(self, name: bytes) -> Function | None:
+        """The function ``name``, made if new; ``None`` when ``max_functions`` are known."""
         fn = self.functions.get(name)
         if fn is None:
+            if self.max_functions is not None and len(self.functions) >= self.max_functions:
+                return None
             fn = self.functions[name] = Function(name)
         return fn
+
+    def _release(self, fn: Function) -> None:
+        """Forget ``fn`` once nobody serves or queues it (unlike gearmand, which keeps every
+        function it ever saw: a worker registering names could grow it without end)."""
+        if fn.unused() and self.functions.get(fn.name) is fn:
+            del self.functions[fn.name]
+
+    def _unregister(self, conn: Conn, names: list[bytes]) -> None:
+        for name in names:
+            if name in conn.abilities:
+                del conn.abilities[name]
+                fn = self.functions.get(name)
+                if fn is not None:
+                    fn.workers -= 1
+                    self._release(fn)
 
     # -- timers ---------------------------------------------------------------------------------
 
@@ -185,7 +265,7 @@ class ServerState:
             if job.handle in self.jobs:
                 fn = self._function(job.function)
                 fn.future -= 1
-                fn.queues[job.priority].append(job)
+                fn.queue(job.priority).append(job)
                 self._wake(job.function)
         while self._timeouts and self._timeouts[0][0] <= now:
             _, _, handle = heapq.heappop(self._timeouts)
@@ -231,11 +311,9 @@ class ServerState:
         priority = getattr(p, "PRIORITY", Priority.NORMAL)
         reducer = getattr(p, "reducer", None)
         when = float(p.epoch) if isinstance(p, pk.SubmitJobEpoch) else 0.0
-        if not function:
-            conn.send(pk.Error(b"INVALID_FUNCTION_NAME", b"Function name is empty"))
+        if not self._valid_name(conn, function) or not self._valid_unique(conn, unique):
             return
-        if len(unique) > pk.MAX_UNIQUE:
-            conn.send(pk.Error(b"ARGUMENT_TOO_LARGE", b"Unique value too large"))
+        if reducer is not None and not self._valid_name(conn, reducer, b"Reducer"):
             return
         if unique:
             existing = self.uniques.get((function, unique))
@@ -246,15 +324,24 @@ class ServerState:
                     conn.waiting.add(existing.handle)
                 conn.send(pk.JobCreated(existing.handle))
                 return
-        fn = self._function(function)
+        fn = self._new_function(function)
+        if fn is None:
+            conn.send(pk.Error(b"QUEUE_ERROR", b"Too many functions (--max-functions)"))
+            return
+        size = JOB_OVERHEAD + len(function) + len(unique) + len(data) + len(reducer or b"")
+        if self.max_memory is not None and self.memory + size > self.max_memory:
+            self._release(fn)
+            conn.send(pk.Error(b"QUEUE_ERROR", b"Server memory is full (--max-memory)"))
+            return
         limit = fn.max_queue.get(priority, 0)
         waiting = fn.queued(priority) + (fn.future if priority is Priority.NORMAL else 0)
         if limit > 0 and waiting >= limit:
             conn.send(pk.Error(b"QUEUE_ERROR", b"Job queue is full"))
             return
         handle = b"%s:%d" % (self._prefix, next(self._next_handle))
-        job = Job(handle, function, unique, data, priority, background, reducer, when)
+        job = Job(handle, function, unique, data, priority, background, reducer, when, size)
         self.jobs[handle] = job
+        self.memory += size
         if unique:
             self.uniques[function, unique] = job
         if not background:
@@ -268,7 +355,7 @@ class ServerState:
             if earliest is None or when < earliest:
                 self._timer_added()
         else:
-            fn.queues[priority].append(job)
+            fn.queue(priority).append(job)
             self._wake(function)
 
     def _wake(self, function: bytes) -> None:
@@ -277,20 +364,63 @@ class ServerState:
                 worker.noop_sent = True
                 worker.send(pk.Noop())
 
+    def _valid_name(self, conn: Conn, name: bytes, what: bytes = b"Function") -> bool:
+        """A function name (or reducer) as jobwire's client sends it: non-empty, no whitespace
+        or control bytes, which would forge lines of ``status``, ``prioritystatus`` and
+        ``workers``. Otherwise ``ERROR INVALID_FUNCTION_NAME`` and False."""
+        try:
+            pk.check_name(name, "name")
+        except LocalProtocolError:
+            reason = b"is empty" if not name else b"contains whitespace or a control byte"
+            conn.send(pk.Error(b"INVALID_FUNCTION_NAME", b"%s name %s" % (what, reason)))
+            return False
+        return True
+
+    def _valid_unique(self, conn: Conn, unique: bytes) -> bool:
+        """A unique id as jobwire's client sends it: at most 63 bytes (``ARGUMENT_TOO_LARGE``,
+        as gearmand for 65), no control bytes (``INVALID_ARGUMENT``: ``show unique jobs``
+        lists one per line)."""
+        if len(unique) > pk.MAX_UNIQUE:
+            conn.send(pk.Error(b"ARGUMENT_TOO_LARGE", b"Unique value too large"))
+            return False
+        try:
+            pk.check_unique(unique)
+        except LocalProtocolError:
+            conn.send(pk.Error(b"INVALID_ARGUMENT", b"Unique value contains a control byte"))
+            return False
+        return True
+
+    def _register(self, conn: Conn, name: bytes, timeout: float | None) -> None:
+        """CAN_DO and CAN_DO_TIMEOUT. Neither has a reply; a refused one gets an ERROR (and is
+        not registered), whose bytes the connection must read before it is read again."""
+        if not self._valid_name(conn, name):
+            return
+        if name not in conn.abilities:
+            limit = self.max_functions_per_connection
+            if limit is not None and len(conn.abilities) >= limit:
+                conn.send(pk.Error(b"MEMORY_ALLOCATION_FAILURE", b"Too many functions on this "
+                                   b"connection (--max-functions-per-connection)"))
+                return
+            fn = self._new_function(name)
+            if fn is None:
+                conn.send(pk.Error(b"MEMORY_ALLOCATION_FAILURE",
+                                   b"Too many functions (--max-functions)"))
+                return
+            fn.workers += 1
+        conn.abilities[name] = timeout
+
     def _can_do(self, conn: Conn, p: pk.CanDo, now: float) -> None:
-        conn.abilities[p.function] = None
-        self._function(p.function)
+        self._register(conn, p.function, None)
 
     def _can_do_timeout(self, conn: Conn, p: pk.CanDoTimeout, now: float) -> None:
         # milliseconds, at least one second (as gearmand 1.1.20 measures); 0: no timeout
-        conn.abilities[p.function] = max(p.timeout, 1000) / 1000 if p.timeout else None
-        self._function(p.function)
+        self._register(conn, p.function, max(p.timeout, 1000) / 1000 if p.timeout else None)
 
     def _cant_do(self, conn: Conn, p: pk.CantDo, now: float) -> None:
-        conn.abilities.pop(p.function, None)
+        self._unregister(conn, [p.function])
 
     def _reset(self, conn: Conn, p: pk.ResetAbilities, now: float) -> None:
-        conn.abilities.clear()
+        self._unregister(conn, list(conn.abilities))
 
     def _set_client_id(self, conn: Conn, p: pk.SetClientId, now: float) -> None:
         # As gearmand 1.1.20: up to the first NUL, at most 127 bytes, spaces, colons and control
@@ -301,7 +431,7 @@ class ServerState:
     def _has_job_for(self, conn: Conn) -> bool:
         for function in conn.abilities:
             fn = self.functions.get(function)
-            if fn is not None and any(fn.queues[p] for p in _PRIORITIES):
+            if fn is not None and fn.has_queued():
                 return True
         return False
 
@@ -318,7 +448,7 @@ class ServerState:
                 fn = self.functions.get(function)
                 if fn is None:
                     continue
-                queue = fn.queues[priority]
+                queue = fn.queues.get(priority)
                 while queue:
                     job = queue.popleft()
                     if job.handle not in self.jobs:
@@ -359,11 +489,12 @@ class ServerState:
         job.retries += 1
         job.worker = None
         job.deadline = None
-        self._function(job.function).queues[job.priority].appendleft(job)
+        self._function(job.function).queue(job.priority).appendleft(job)
         self._wake(job.function)
 
     def _forget(self, job: Job) -> None:
-        self.jobs.pop(job.handle, None)
+        if self.jobs.pop(job.handle, None) is not None:
+            self.memory -= job.size
         if job.unique and self.uniques.get((job.function, job.unique)) is job:
             del self.uniques[job.function, job.unique]
         for client in job.clients:
@@ -372,6 +503,9 @@ class ServerState:
             job.worker.running.discard(job.handle)
             self._function(job.function).running -= 1
             job.worker = None
+        fn = self.functions.get(job.function)
+        if fn is not None:
+            self._release(fn)
 
     def _running_job(self, conn: Conn, handle: bytes) -> Job | None:
         job = self.jobs.get(handle)
@@ -438,14 +572,14 @@ class ServerState:
         elif lowered == ["status"]:
             listing([
                 b"%s\t%d\t%d\t%d" % (fn.name, sum(map(len, fn.queues.values())) + fn.future
-                                      + fn.running, fn.running, self._workers_for(fn.name))
+                                      + fn.running, fn.running, fn.workers)
                 for fn in self.functions.values()
             ])
         elif lowered == ["prioritystatus"]:
             listing([
                 b"%s\t%d\t%d\t%d\t%d" % (fn.name, fn.queued(Priority.HIGH),
                                           fn.queued(Priority.NORMAL) + fn.future,
-                                          fn.queued(Priority.LOW), self._workers_for(fn.name))
+                                          fn.queued(Priority.LOW), fn.workers)
                 for fn in self.functions.values()
             ])
         elif lowered == ["show", "jobs"]:
@@ -466,16 +600,18 @@ class ServerState:
                 self._cancel(job)
                 out.extend(b"OK\r\n")
         elif lowered[:2] == ["create", "function"] and len(words) == 3:
-            self._function(words[2].encode("utf-8", "surrogateescape"))
-            out.extend(b"OK\r\n")
+            created = self._admin_function(words[2], out)
+            if created is not None:
+                created.created = True
+                out.extend(b"OK\r\n")
         elif lowered[:2] == ["drop", "function"] and len(words) == 3:
             name = words[2].encode("utf-8", "surrogateescape")
             dropped = self.functions.get(name)
             if dropped is None:
                 out.extend(b"ERR function not found\r\n")
-            elif self._workers_for(name):
+            elif dropped.workers:
                 out.extend(b"ERR there are still connected workers or executing clients\r\n")
-            elif dropped.running or dropped.future or any(dropped.queues.values()):
+            elif dropped.running or dropped.future or dropped.has_queued():
                 out.extend(b"ERR there are still queued or running jobs\r\n")
             else:
                 del self.functions[name]
@@ -487,13 +623,16 @@ class ServerState:
             except ValueError:
                 out.extend(b"ERR INVALID_ARGUMENTS Invalid+maxqueue+size\r\n")
                 return
-            fn = self._function(words[1].encode("utf-8", "surrogateescape"))
+            fn = self._admin_function(words[1], out)
+            if fn is None:
+                return
             if not numbers:
                 fn.max_queue.clear()
             elif len(numbers) < 3:
                 fn.max_queue = dict.fromkeys(_PRIORITIES, numbers[0])
             else:
                 fn.max_queue = dict(zip(_PRIORITIES, numbers[:3], strict=True))
+            self._release(fn)  # "maxqueue F" (no sizes) of an unused function
             out.extend(b"OK\r\n")
         elif lowered == ["maxqueue"]:
             out.extend(b"ERR INVALID_ARGUMENTS An+incomplete+set+of+arguments+was+sent+to+this+"
@@ -524,8 +663,19 @@ class ServerState:
             client.send(pk.WorkFail(job.handle))
         job.clients = []
 
-    def _workers_for(self, function: bytes) -> int:
-        return sum(1 for c in self.conns.values() if function in c.abilities)
+    def _admin_function(self, word: str, out: bytearray) -> Function | None:
+        """The function an admin command names, made if new; ``None`` (and an ``ERR`` line
+        queued) for a name a client may not send or one past ``max_functions``."""
+        name = word.encode("utf-8", "surrogateescape")
+        try:
+            pk.check_name(name, "name")
+        except LocalProtocolError:
+            out.extend(b"ERR INVALID_FUNCTION_NAME Function+name+contains+a+control+byte\r\n")
+            return None
+        fn = self._new_function(name)
+        if fn is None:
+            out.extend(b"ERR MEMORY_ALLOCATION_FAILURE Too+many+functions\r\n")
+        return fn
 
 
 _HANDLERS: dict[type[Packet], Callable[[ServerState, Conn, Packet, float], None]] = {

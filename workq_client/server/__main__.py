@@ -5,8 +5,10 @@ so scripts written for ``workq-server -listen ...`` run this server unchanged. S
 close every connection and exit with status 0. ``-v`` logs connections to stderr.
 
 Flags of its own, off by default (``jobwire._listen``; each also spelled with one dash, as Go
-flags are): ``-c/--max-connections N``, ``--idle-timeout S``, ``--line-timeout S``, and TLS with
-``--tls-cert FILE --tls-key FILE``.
+flags are): ``-c/--max-connections N``, ``--idle-timeout S``, ``--line-timeout S``, TLS with
+``--tls-cert FILE --tls-key FILE``, and ``--max-memory BYTES`` (``64k``, ``512M``, ``1G``): an
+``add``, ``schedule`` or ``run`` that would take the stored jobs past it is answered
+``-SERVER-ERROR Unable to ...``, Workq's reply for a job it cannot store.
 
 It parses its flags, binds and listens with the standard library alone, and only then imports
 anyio and the server (as ``python -m beanstalk_client.server`` does): a client that connects
@@ -23,7 +25,13 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from jobwire._listen import Limits, add_server_arguments, server_options, tcp_sockets
+from jobwire._listen import (
+    Limits,
+    add_server_arguments,
+    byte_size,
+    server_options,
+    tcp_sockets,
+)
 
 from . import DEFAULT_PORT
 
@@ -43,6 +51,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", dest="verbose", action="store_true",
                         help="log connections to stderr")
     add_server_arguments(parser, go_style=True)
+    parser.add_argument("--max-memory", "-max-memory", dest="max_memory", type=byte_size,
+                        metavar="BYTES", help="refuse add, schedule and run (-SERVER-ERROR) "
+                        "while the stored jobs take BYTES (payloads and results plus a fixed "
+                        "overhead each; k, M, G suffixes: 64M) (default: no limit)")
     return parser
 
 
@@ -68,6 +80,7 @@ async def _run(
     early: list[int],
     limits: Limits,
     ssl_context: ssl.SSLContext | None,
+    max_memory: int | None,
 ) -> None:
     import logging
 
@@ -77,7 +90,9 @@ async def _run(
 
     logger = logging.getLogger(PROG)
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async with serve_listening(sockets, limits=limits, ssl_context=ssl_context):
+        async with serve_listening(
+            sockets, limits=limits, ssl_context=ssl_context, max_memory=max_memory
+        ):
             # The receiver replaced the handler main() installed before binding: a signal
             # that came while the server was starting is acted on now.
             if early:
@@ -126,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.verbose:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format=f"{PROG}[%(process)d]: %(message)s")
-    anyio.run(_run, sockets, early, limits, ssl_context, backend="asyncio")
+    anyio.run(_run, sockets, early, limits, ssl_context, args.max_memory, backend="asyncio")
     return 0
 
 

@@ -135,6 +135,7 @@ async def serve(
     idle_timeout: float | None = None,
     line_timeout: float | None = None,
     ssl_context: ssl.SSLContext | None = None,
+    max_memory: int | None = None,
 ) -> AsyncIterator[Server]:
     """Run a Workq 0.2.0-compatible server while the ``async with`` block runs.
 
@@ -150,6 +151,9 @@ async def serve(
             this many seconds to arrive once its first byte has.
         ssl_context: serve TLS with this server-side context
             (``jobwire._listen.server_tls_context``).
+        max_memory: bytes the stored jobs may take (payload, name, result and a fixed
+            overhead each); an ``add``, ``schedule`` or ``run`` past it is answered
+            ``-SERVER-ERROR Unable to ...`` as Workq answers a job it cannot store.
 
     Yields:
         The :class:`Server`, already listening.
@@ -160,9 +164,12 @@ async def serve(
     """
     if not 0 <= port <= 65535:
         raise ValueError(f"port must be in 0..65535, got {port}")
+    if max_memory is not None and max_memory < 1:  # before anything is bound
+        raise ValueError(f"max_memory must be at least 1, got {max_memory}")
     limits = Limits(max_connections, idle_timeout, line_timeout)
     async with serve_listening(
-        tcp_sockets(host, port), rng=rng, limits=limits, ssl_context=ssl_context
+        tcp_sockets(host, port), rng=rng, limits=limits, ssl_context=ssl_context,
+        max_memory=max_memory,
     ) as server:
         yield server
 
@@ -174,13 +181,14 @@ async def serve_listening(
     rng: random.Random | None = None,
     limits: Limits | None = None,
     ssl_context: ssl.SSLContext | None = None,
+    max_memory: int | None = None,
 ) -> AsyncIterator[Server]:
     """:func:`serve` on TCP sockets that already listen (``python -m workq_client.server``
     binds them before it imports the server; see ``jobwire._listen``). Takes them over: they
     are closed on exit."""
     limits = limits or Limits()
     gate = Gate(limits, ssl_context, logger)
-    state = ServerState(time.time(), rng=rng)
+    state = ServerState(time.time(), rng=rng, max_memory=max_memory)
     body_error: BaseException | None = None
     try:
         bound = sockets[0].getsockname()
@@ -216,6 +224,7 @@ def run_server(
     idle_timeout: float | None = None,
     line_timeout: float | None = None,
     ssl_context: ssl.SSLContext | None = None,
+    max_memory: int | None = None,
 ) -> Iterator[Server]:
     """Run :func:`serve` in a background thread with its own asyncio event loop (arguments as
     for :func:`serve`).
@@ -232,7 +241,7 @@ def run_server(
         anyio.from_thread.start_blocking_portal(backend="asyncio") as portal,
         portal.wrap_async_context_manager(serve(
             host, port, rng=rng, max_connections=max_connections, idle_timeout=idle_timeout,
-            line_timeout=line_timeout, ssl_context=ssl_context,
+            line_timeout=line_timeout, ssl_context=ssl_context, max_memory=max_memory,
         )) as server,
     ):
         yield server

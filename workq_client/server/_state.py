@@ -44,6 +44,15 @@ where it leases to closed connections and where it ignores max-fails (see docs/w
   gone (Workq 0.2.0 leases the next job to it). A ``run``'s job lives on without its client,
   until the run's wait (or the TTR of a lease running then) ends.
 
+Memory (``max_memory``, off by default as Workq has no such limit): each stored job counts its
+payload, its name and :data:`JOB_OVERHEAD` against it, and its result once it has one. An
+``add``, ``schedule`` or ``run`` that would go past it is refused with the reply Workq 0.2.0
+sends when it cannot store a job -- ``-SERVER-ERROR Unable to add job``, ``Unable to schedule
+job``, ``Unable to run`` -- after the checks Workq makes first (``Invalid time``, ``Duplicate
+job``). A ``complete`` or ``fail`` is never refused (it finishes work; refusing it would keep
+the job anyway), so results may take the total past the limit, by at most one result (1 MiB)
+a job. The bytes come back when the record goes: ``delete``, TTL eviction, a ``run`` answered.
+
 Data structures: per queue a ready heap keyed ``(-priority, time or 0, seq)`` and a scheduled
 heap keyed ``(time, -priority, seq)``, both with lazy deletion (an entry is live only while the
 job still carries the entry's token); one global timer heap of ``(when, seq, kind, target,
@@ -90,13 +99,23 @@ from .._events import (
 )
 from .._records import JobState
 
-__all__ = ["ConnState", "Job", "ServerState", "Waiter"]
+__all__ = ["JOB_OVERHEAD", "ConnState", "Job", "ServerState", "Waiter"]
 
 _NOT_FOUND = ErrorReply(ErrorKind.NOT_FOUND)
 _TIMEOUT = ErrorReply(ErrorKind.TIMEOUT)
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 #: Workq's hard cap on a job's attempts, whatever its max-attempts.
 MAX_HARD_ATTEMPTS = 255
+#: What a stored job counts against ``max_memory`` beyond its payload, name and result: its
+#: ``Job`` record, its id, its heap entry, its TTL timer and its place in the job table
+#: (measured: 715 bytes a job with tracemalloc, ~950 in the server's RSS).
+JOB_OVERHEAD = 1024
+#: The reply of Workq 0.2.0 when it cannot store the job, per command.
+_CANNOT_STORE = {
+    "add": ErrorReply(ErrorKind.SERVER_ERROR, "Unable to add job"),
+    "schedule": ErrorReply(ErrorKind.SERVER_ERROR, "Unable to schedule job"),
+    "run": ErrorReply(ErrorKind.SERVER_ERROR, "Unable to run"),
+}
 
 
 def _fmt(epoch: float) -> bytes:
@@ -129,6 +148,8 @@ class Job:
     waiters: list[Waiter] = field(default_factory=list)
     #: The ``run`` that created this job, while it waits.
     run: Waiter | None = None
+    #: What it counts against ``max_memory``.
+    size: int = 0
 
 
 @dataclass(eq=False)
@@ -179,10 +200,23 @@ class ServerState:
     Args:
         now: the current time (epoch seconds), taken as the server's start time.
         rng: the random source for choosing among several lease names.
+        max_memory: bytes the stored jobs may take (payload, name, result and
+            :data:`JOB_OVERHEAD` each; ``None``: no limit); an ``add``, ``schedule`` or ``run``
+            past it is answered ``-SERVER-ERROR``, as Workq answers a job it cannot store.
+
+    Raises:
+        ValueError: ``max_memory`` is below 1.
     """
 
-    def __init__(self, now: float, *, rng: random.Random | None = None) -> None:
+    def __init__(
+        self, now: float, *, rng: random.Random | None = None, max_memory: int | None = None
+    ) -> None:
+        if max_memory is not None and max_memory < 1:
+            raise ValueError(f"max_memory must be at least 1, got {max_memory}")
         self.started = now
+        self.max_memory = max_memory
+        #: Bytes the stored jobs count against ``max_memory`` (counted with or without it).
+        self.memory = 0
         self.jobs: dict[str, Job] = {}
         self.queues: dict[str, Queue] = {}
         self.evicted_jobs = 0
@@ -336,6 +370,8 @@ class ServerState:
         self._unplace(job)
         job.state = JobState.COMPLETED if success else JobState.FAILED
         job.result = (success, data)
+        job.size += len(data)
+        self.memory += len(data)
         if job.waiters:  # the result goes to the first waiter only
             waiter = job.waiters.pop(0)
             reply = JobResult(job.job_id, success, data)
@@ -362,6 +398,7 @@ class ServerState:
         """Forget a job. Nobody waiting on it is answered: their waits run out (Workq)."""
         self._unplace(job)
         del self.jobs[job.job_id]
+        self.memory -= job.size
 
     def _evict(self, job: Job, now: float) -> None:
         if job.result is None:
@@ -445,9 +482,13 @@ class ServerState:
                  max_fails: int, now: float, when: float | None) -> Job | ErrorReply:
         if cmd.job_id in self.jobs:
             return ErrorReply(ErrorKind.CLIENT_ERROR, "Duplicate job")
+        size = JOB_OVERHEAD + len(cmd.payload) + len(cmd.name)
+        if self.max_memory is not None and self.memory + size > self.max_memory:
+            return _CANNOT_STORE[cmd.verb]
         job = Job(cmd.job_id, cmd.name, cmd.payload, cmd.ttr_ms, ttl_ms, cmd.priority,
-                  max_attempts, max_fails, now, next(self._seq), when)
+                  max_attempts, max_fails, now, next(self._seq), when, size=size)
         self.jobs[job.job_id] = job
+        self.memory += size
         self._queue(job.name)
         if ttl_ms:
             self._timer((now if when is None else when) + ttl_ms / 1000, "ttl", job, 0)
