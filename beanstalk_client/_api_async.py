@@ -116,6 +116,8 @@ class AsyncCommands(Generic[B]):
             JobTooBig: the body is over the server's max-job-size (the connection stays usable).
             Draining: the server is in drain mode.
             Buried: the server ran out of memory and buried the job (``.job_id``).
+            OutOfMemory: the server has no room for the job (the bundled server's
+                ``max_memory``); nothing stored, the connection stays usable.
         """
         # The common case costs one test each: bytes as they are, whole seconds.
         if self._raw and type(body) is bytes:

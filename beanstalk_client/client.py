@@ -12,7 +12,7 @@ from types import TracebackType
 from typing import TypeVar, cast
 
 from jobwire._streams import SSLOption, tls_context
-from jobwire._transport import Transport
+from jobwire._transport import Transport, connect_limit
 from jobwire._url import Address, AddressLike, address_url, describe, resolve_address
 from jobwire.serializers import RAW, Serializer, detail, or_raw
 
@@ -41,7 +41,8 @@ class Client(Commands[B]):
         timeout: seconds a reply may take beyond what the command itself waits (a
             reserve's ``wait``); ``None`` for no limit. Running out raises
             ``OperationTimeout`` and closes the connection.
-        connect_timeout: seconds to connect (default: ``timeout``).
+        connect_timeout: seconds to connect and finish the TLS handshake (default:
+            ``timeout``, or 10 when that is ``None``: a connect is always bounded).
         max_body_size: largest job body or stats document accepted from the server.
         ssl: TLS: ``True`` (the default context: certificate and host name checked) or an
             ``ssl.SSLContext``; ``None``/``False``: plain. A refused certificate raises
@@ -77,7 +78,7 @@ class Client(Commands[B]):
         self._serializer = or_raw(serializer)
         self._raw = serializer is None or cast(object, serializer) is RAW
         self.timeout = timeout
-        self.connect_timeout = timeout if connect_timeout is None else connect_timeout
+        self.connect_timeout = connect_limit(connect_timeout, timeout)
         #: The TLS context of ``ssl=`` (``None``: plain TCP).
         self.ssl_context = tls_context(ssl)
         self.server_hostname = server_hostname

@@ -28,6 +28,7 @@ from typing_extensions import TypeVar
 from jobwire._backoff import Backoff
 from jobwire._numbers import parse_uint
 from jobwire._streams import SSLOption, tls_context
+from jobwire._transport import connect_limit
 from jobwire._url import (
     Address,
     AddressLike,
@@ -200,7 +201,7 @@ class _Pool:
         self.servers = [_ServerSlot(a) for a in servers]
         self._single = self.servers[0] if len(self.servers) == 1 else None
         self.timeout = timeout
-        self.connect_timeout = timeout if connect_timeout is None else connect_timeout
+        self.connect_timeout = connect_limit(connect_timeout, timeout)
         self.ssl_context = tls_context(ssl)  # one context for every server
         self.server_hostname = server_hostname
         self.max_body_size = max_body_size
@@ -337,7 +338,8 @@ class AsyncClient(Generic[B]):
             ``("host", port)`` or ``gearman://host[:port]`` (the collection's address rule).
         port: the port, when ``servers`` is one bare host.
         timeout: seconds an answer may take (``None``: no limit); each call may override it.
-        connect_timeout: seconds to connect (default: ``timeout``).
+        connect_timeout: seconds to connect and finish the TLS handshake (default:
+            ``timeout``, or 10 when that is ``None``: a connect is always bounded).
         max_body_size: largest packet accepted from a server (64 MiB).
         ssl: TLS: ``True`` (the default context: certificate and host name checked) or an
             ``ssl.SSLContext``, the same for every server; ``None``/``False``: plain. A refused
@@ -382,6 +384,7 @@ class AsyncClient(Generic[B]):
         self._pool = _Pool(_addresses(servers, port), timeout=timeout,
                            connect_timeout=connect_timeout, max_body_size=max_body_size,
                            exceptions=exceptions, ssl=ssl, server_hostname=server_hostname)
+        self.connect_timeout = self._pool.connect_timeout
         #: The TLS context of ``ssl=`` (``None``: plain TCP), and the name asked for.
         self.ssl_context = self._pool.ssl_context
         self.server_hostname = server_hostname
@@ -728,7 +731,8 @@ class AsyncAdmin:
             ``"host"``, ``("host", port)``, ``gearman://host[:port]``).
         port: the port, when ``address`` is a bare host.
         timeout: seconds an answer may take.
-        connect_timeout: seconds to connect (default: ``timeout``).
+        connect_timeout: seconds to connect and finish the TLS handshake (default:
+            ``timeout``, or 10 when that is ``None``: a connect is always bounded).
         max_list_lines: most lines accepted in one list answer (``workers``, ``status``,
             ``show jobs`` ...; default 1,000,000).
         max_list_size: most bytes accepted in one list answer (default 16 MiB). A list that
@@ -757,13 +761,14 @@ class AsyncAdmin:
         #: The server.
         self.address: Address = addresses[0]
         self.timeout = timeout
+        self.connect_timeout = connect_limit(connect_timeout, timeout)
         #: The TLS context of ``ssl=`` (``None``: plain TCP), and the name asked for.
         self.ssl_context = tls_context(ssl)
         self.server_hostname = server_hostname
         self._session = AdminSession(max_list_lines=max_list_lines, max_list_size=max_list_size)
         self._transport = AsyncTransport(
-            addresses[0], self._session, connect_timeout=timeout if connect_timeout is None
-            else connect_timeout, ssl=self.ssl_context, server_hostname=server_hostname,
+            addresses[0], self._session, connect_timeout=self.connect_timeout,
+            ssl=self.ssl_context, server_hostname=server_hostname,
         )
 
     def __repr__(self) -> str:

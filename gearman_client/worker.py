@@ -155,7 +155,8 @@ class AsyncWorker:
             (``None``: only on NOOP); needed for epoch jobs on gearmand 1.1.x.
         grab_all: GRAB_JOB_ALL, so reduce jobs arrive with their reducer.
         timeout: seconds an answer (to a grab) may take before the connection is dropped.
-        connect_timeout: seconds a connection may take to open.
+        connect_timeout: seconds a connection may take to open, TLS handshake included
+            (``None``: 10).
         shutdown_timeout: on stop, how long running jobs may finish before they are abandoned
             (their handlers cancelled, their connections closed: the server requeues them).
         events: where to record job lifecycle events (off by default; see the module

@@ -3,11 +3,18 @@
 A *session* sits between a protocol's Sans-IO core and a transport (:mod:`jobwire._transport`):
 it queues the bytes of each request for the transport to send, keeps a :class:`Pending` per
 request in FIFO order, and completes each one as the core parses its reply. The transport only
-needs :meth:`data_to_send`, :meth:`receive_data`, :attr:`broken` and :meth:`fail`.
+needs :meth:`data_to_send`, :meth:`receive_data`, :meth:`receive_early`, :attr:`idle`,
+:attr:`broken` and :meth:`fail`.
 
 :meth:`FifoSession.receive_data` drains the core (``conn``): a protocol error or the peer
 closing fails every waiting request; every other event goes to :meth:`FifoSession.dispatch`,
 which each protocol writes (Gearman's also routes packets keyed by job handle).
+
+Bytes that arrive while no request is in flight answer none: a transport that finds some when
+it is about to send the next request (it was :attr:`FifoSession.idle` when it last read) hands
+them to :meth:`FifoSession.receive_early`, which lets the core read them with nothing awaiting a
+reply, so a stale reply is the core's ``RemoteProtocolError`` (failing the connection and the
+requests just queued) instead of the answer to the next call. A Redis push stays a push.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
+from ._core import InOrderClientCore
 from ._events import NEED_DATA
 from ._pending import Pending
 from .errors import ConnectionLost, JobwireError, RemoteProtocolError
@@ -29,9 +37,14 @@ class SessionLike(Protocol):
 
     broken: JobwireError | None
 
+    @property
+    def idle(self) -> bool: ...
+
     def data_to_send(self) -> bytes: ...
 
     def receive_data(self, data: bytes) -> None: ...
+
+    def receive_early(self, data: bytes) -> None: ...
 
     def fail(self, error: JobwireError) -> None: ...
 
@@ -54,6 +67,12 @@ class FifoSession(Generic[P]):
     def in_flight(self) -> int:
         """Requests sent (or queued to send) whose replies have not arrived."""
         return len(self._fifo)
+
+    @property
+    def idle(self) -> bool:
+        """No request is in flight, nor awaited by the core: whatever the server sends now
+        answers nothing (see :meth:`receive_early`)."""
+        return not self._fifo and not getattr(self.conn, "pending", 0)
 
     def check_usable(self) -> None:
         """Raise ``ConnectionLost`` if the connection is already broken or closed."""
@@ -115,6 +134,24 @@ class FifoSession(Generic[P]):
                 self.fail(ConnectionLost(_closed_message(event)))
                 return
             self.dispatch(event)
+
+    def receive_early(self, data: bytes) -> None:
+        """Feed bytes that were received before the requests now queued were sent (the
+        transport read them just before sending, the session having been :attr:`idle`): they
+        can answer none of those requests. An in-order core (beanstalk, Workq, Redis) reads
+        them with nothing awaiting a reply: a reply is its ``RemoteProtocolError``, which
+        fails the connection and every request (a Redis push is still dispatched). Other cores
+        (Gearman's, which routes unsolicited packets itself) get them as any bytes."""
+        conn = self.conn
+        if self.broken is not None or not isinstance(conn, InOrderClientCore):
+            self.receive_data(data)
+            return
+        awaiting, conn._pending = conn._pending, deque()  # the requests not sent yet
+        try:
+            self.receive_data(data)
+        finally:
+            awaiting.extend(conn._pending)  # none, unless a callback sent a command
+            conn._pending = awaiting
 
     def dispatch(self, event: Any) -> None:
         """Handle one event of the core (complete the oldest Pending, for a plain FIFO)."""

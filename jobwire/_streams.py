@@ -9,10 +9,12 @@ runs it.
 from __future__ import annotations
 
 import os
+import select
 import socket
 import ssl
 import struct
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -79,6 +81,11 @@ def asyncio_loop() -> asyncio.AbstractEventLoop | None:
     return aio._get_running_loop() if aio is not None else None
 
 
+#: Words of the TLS alerts a server sends when it refuses a client's certificate (missing,
+#: from an unknown CA, expired...): ``TLSV13_ALERT_CERTIFICATE_REQUIRED``, ``..._UNKNOWN_CA``.
+_REFUSED_CERTIFICATE = ("CERTIFICATE", "UNKNOWN_CA", "ACCESS_DENIED")
+
+
 class _TLS:
     """TLS as a Sans-IO layer (``ssl.SSLObject`` on two memory BIOs): ciphertext in and out,
     plaintext in and out. The same code serves the blocking and the async stream, and the
@@ -128,6 +135,7 @@ class _TLS:
         """Plaintext now available (``b""``: the peer ended the stream), or None: need more.
 
         Raises:
+            TLSError: the server refused this client's certificate (an alert).
             ConnectionLost: the TLS stream is corrupt.
         """
         try:
@@ -137,6 +145,10 @@ class _TLS:
         except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
             return b""  # close_notify, or a peer that just closed its socket
         except ssl.SSLError as exc:
+            if any(word in (exc.reason or "") for word in _REFUSED_CERTIFICATE):
+                # TLS 1.3: a server refuses the client's certificate (or its lack of one)
+                # after the client finished its side of the handshake, so it shows here.
+                raise TLSError(f"the server refused this client's certificate: {exc}") from exc
             raise ConnectionLost(f"TLS stream failed: {exc}") from exc
 
     def encrypt(self, data: bytes | bytearray | memoryview) -> bytes:
@@ -145,6 +157,13 @@ class _TLS:
         except ssl.SSLError as exc:
             raise ConnectionLost(f"TLS stream failed: {exc}") from exc
         return self.outgoing.read()
+
+
+def _poll_in(sock: socket.socket) -> bool:
+    """Whether ``sock`` has bytes (or end of stream, or an error) to read now."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 class SyncStream:
@@ -176,16 +195,23 @@ class SyncStream:
 
         Raises:
             ConnectFailed: refused, unreachable, unresolvable, or ``timeout`` ran out.
-            TLSError: the TLS handshake or the server's certificate was refused.
+            TLSError: the TLS handshake or the server's certificate was refused, or the
+                handshake did not finish within ``timeout`` (counted from the connect).
         """
         if ssl_context is not None:
             tls = _TLS(ssl_context, address, server_hostname)
+            deadline = None if timeout is None else time.monotonic() + timeout
             stream = SyncTLSStream(cls._open(address, timeout), address, tls)
             try:
-                stream.handshake(timeout)
-            except (OperationTimeout, ConnectionLost) as exc:
+                stream.handshake(deadline)
+            except OperationTimeout as exc:
                 stream.close()
-                raise ConnectFailed(f"{address}: the TLS handshake failed: {exc}") from exc
+                raise TLSError(
+                    f"{address}: no TLS handshake within {timeout:g} s (is TLS served there?)"
+                ) from exc
+            except ConnectionLost as exc:
+                stream.close()
+                raise TLSError(f"{address}: the TLS handshake failed: {exc}") from exc
             except BaseException:
                 stream.close()
                 raise
@@ -231,6 +257,22 @@ class SyncStream:
                 raise OperationTimeout(f"receive from {self.address}: timed out") from exc
             except OSError as exc:
                 raise ConnectionLost(f"receive from {self.address}: {exc}") from exc
+
+    def receive_nowait(self) -> bytes | None:
+        """The bytes received already (``b""`` at end of stream), or None: nothing yet. Never
+        waits.
+
+        Raises:
+            ConnectionLost: the socket failed.
+        """
+        try:
+            if not _poll_in(self._sock):  # cheaper than a recv that fails with EAGAIN
+                return None
+            return self._sock.recv(READ_SIZE, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return None
+        except (OSError, ValueError) as exc:
+            raise ConnectionLost(f"receive from {self.address}: {exc}") from exc
 
     def send(self, data: bytes | bytearray | memoryview, timeout: float | None) -> None:
         """Write all of ``data``.
@@ -290,20 +332,25 @@ class AsyncStream:
 
         Raises:
             ConnectFailed: refused, unreachable, unresolvable, or ``timeout`` ran out.
-            TLSError: the TLS handshake or the server's certificate was refused.
+            TLSError: the TLS handshake or the server's certificate was refused, or the
+                handshake did not finish within ``timeout`` (counted from the connect).
         """
         if ssl_context is not None:
             tls = _TLS(ssl_context, address, server_hostname)
+            deadline = None if timeout is None else anyio.current_time() + timeout
             stream = AsyncTLSStream(await cls._open(address, timeout), address, tls)
             try:
-                with anyio.fail_after(timeout):
+                with anyio.fail_after(None if deadline is None else
+                                      max(deadline - anyio.current_time(), 0)):
                     await stream.handshake()
             except TimeoutError as exc:
                 await stream.aclose()
-                raise ConnectFailed(f"{address}: the TLS handshake timed out") from exc
+                raise TLSError(
+                    f"{address}: no TLS handshake within {timeout:g} s (is TLS served there?)"
+                ) from exc
             except ConnectionLost as exc:
                 await stream.aclose()
-                raise ConnectFailed(f"{address}: the TLS handshake failed: {exc}") from exc
+                raise TLSError(f"{address}: the TLS handshake failed: {exc}") from exc
             except BaseException:
                 await stream.aclose()
                 raise
@@ -494,17 +541,35 @@ class SyncTLSStream(SyncStream):
         super().__init__(sock, address)
         self._tls = tls
 
-    def handshake(self, timeout: float | None) -> None:
+    def handshake(self, deadline: float | None) -> None:
+        """Run the TLS handshake, until ``deadline`` (``time.monotonic()``) at the latest.
+
+        Raises:
+            TLSError: the handshake was refused (the alert that says why is sent first).
+            OperationTimeout: ``deadline`` passed.
+            ConnectionLost: the socket failed.
+        """
         tls = self._tls
-        while not tls.handshake():
+
+        def left() -> float | None:
+            return None if deadline is None else max(deadline - time.monotonic(), 0.0)
+
+        while not self._step():
             if out := tls.data_to_send():
-                SyncStream.send(self, out, timeout)
-            data = SyncStream.receive(self, timeout)
+                SyncStream.send(self, out, left())
+            data = SyncStream.receive(self, left())
             if not data:
                 raise TLSError(f"{self.address} closed the connection during the TLS handshake")
             tls.receive_ciphertext(data)
         if out := tls.data_to_send():
-            SyncStream.send(self, out, timeout)
+            SyncStream.send(self, out, left())
+
+    def _step(self) -> bool:
+        try:
+            return self._tls.handshake()
+        except TLSError:
+            _send_alert(self._sock, self._tls)
+            raise
 
     def receive(self, timeout: float | None) -> bytes:
         tls = self._tls
@@ -514,8 +579,16 @@ class SyncTLSStream(SyncStream):
                 SyncStream.send(self, out, timeout)
         return data
 
+    def receive_nowait(self) -> bytes | None:
+        return None  # TLS records (and the answers some need written) go through receive()
+
     def send(self, data: bytes | bytearray | memoryview, timeout: float | None) -> None:
-        SyncStream.send(self, self._tls.encrypt(data), timeout)
+        try:
+            SyncStream.send(self, self._tls.encrypt(data), timeout)
+        except ConnectionLost as exc:
+            if (refusal := _alert_received(self._sock, self._tls)) is None:
+                raise
+            raise refusal from exc
 
 
 class AsyncTLSStream(AsyncStream):
@@ -537,14 +610,27 @@ class AsyncTLSStream(AsyncStream):
         return len(self._out)
 
     async def handshake(self) -> None:
+        """Run the TLS handshake (the caller bounds its time).
+
+        Raises:
+            TLSError: the handshake was refused (the alert that says why is sent first).
+            ConnectionLost: the socket failed.
+        """
         tls = self._tls
-        while not tls.handshake():
+        while not self._step():
             await self._push(tls.data_to_send())
             data = await AsyncStream.receive(self)
             if not data:
                 raise TLSError(f"{self.address} closed the connection during the TLS handshake")
             tls.receive_ciphertext(data)
         await self._push(tls.data_to_send())
+
+    def _step(self) -> bool:
+        try:
+            return self._tls.handshake()
+        except TLSError:
+            _send_alert(self._sock, self._tls)
+            raise
 
     async def _push(self, ciphertext: bytes) -> None:
         self._out += ciphertext
@@ -564,9 +650,17 @@ class AsyncTLSStream(AsyncStream):
 
     def send_nowait(self, data: bytes) -> int:
         self._out += self._tls.encrypt(data)
-        sent = AsyncStream.send_nowait(self, bytes(self._out))
-        del self._out[:sent]
+        self._send_out()
         return len(data)
+
+    def _send_out(self) -> None:
+        try:
+            sent = AsyncStream.send_nowait(self, bytes(self._out))
+        except ConnectionLost as exc:
+            if (refusal := _alert_received(self._sock, self._tls)) is None:
+                raise
+            raise refusal from exc
+        del self._out[:sent]
 
     async def send(self, data: bytes) -> None:
         self.send_nowait(data)
@@ -574,13 +668,41 @@ class AsyncTLSStream(AsyncStream):
 
     async def drain(self) -> None:
         while self._out:
-            sent = AsyncStream.send_nowait(self, bytes(self._out))
-            del self._out[:sent]
+            self._send_out()
             if self._out:
                 try:
                     await anyio.wait_writable(self._sock)
                 except (anyio.ClosedResourceError, OSError, ValueError) as exc:
                     raise ConnectionLost(f"send to {self.address}: closed") from exc
+
+
+def _alert_received(sock: socket.socket, tls: _TLS) -> TLSError | None:
+    """After a send failed on a TLS connection: the refusal the peer sent before it closed,
+    when it is among the bytes received already (a server that refused this client's
+    certificate after the handshake, TLS 1.3, then reset the connection on our request)."""
+    try:
+        while data := sock.recv(READ_SIZE, socket.MSG_DONTWAIT):
+            tls.receive_ciphertext(data)
+    except OSError:
+        pass
+    try:
+        tls.read()
+    except TLSError as exc:
+        return exc
+    except ConnectionLost:
+        pass
+    return None
+
+
+def _send_alert(sock: socket.socket, tls: _TLS) -> None:
+    """Send, without waiting, the alert a refused handshake left to send: the peer then learns
+    why (a server that wants a client certificate says so) instead of seeing the socket close."""
+    if alert := tls.data_to_send():
+        try:
+            sock.setblocking(False)  # a blocking socket too: an alert never waits
+            sock.send(alert)
+        except OSError:
+            pass
 
 
 async def _connect_tcp(host: str, port: int) -> socket.socket:

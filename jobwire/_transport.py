@@ -42,7 +42,21 @@ from .errors import ConnectionLost, JobwireError, LocalProtocolError, NotSent, O
 if TYPE_CHECKING:
     import asyncio
 
-__all__ = ["AsyncTransport", "Transport"]
+__all__ = ["CONNECT_TIMEOUT", "AsyncTransport", "Transport", "connect_limit"]
+
+#: Seconds to connect and finish the TLS handshake when a client sets neither
+#: ``connect_timeout`` nor ``timeout``: opening a connection is always bounded, even when
+#: replies may take forever (a TLS client on a plaintext port would wait for ever otherwise).
+CONNECT_TIMEOUT = 10.0
+
+
+def connect_limit(connect_timeout: float | None, timeout: float | None) -> float:
+    """A client's connect timeout: ``connect_timeout``, else ``timeout``, else
+    :data:`CONNECT_TIMEOUT`."""
+    for value in (connect_timeout, timeout):
+        if value is not None:
+            return value
+    return CONNECT_TIMEOUT
 
 R = TypeVar("R")
 T = TypeVar("T")
@@ -145,7 +159,8 @@ class AsyncTransport:
     Args:
         address: where to connect.
         session: the protocol's session for this connection.
-        connect_timeout: seconds to connect (``None``: no limit).
+        connect_timeout: seconds to connect and finish the TLS handshake (``None``:
+            :data:`CONNECT_TIMEOUT`).
         ssl: TLS on the connection: ``True`` (the default context: the server's certificate
             and host name are checked) or an ``ssl.SSLContext``; ``None``/``False``: plain.
         server_hostname: the name the certificate must carry (default: the address's host).
@@ -157,7 +172,7 @@ class AsyncTransport:
     ) -> None:
         self.address = address
         self.session = session
-        self.connect_timeout = connect_timeout
+        self.connect_timeout = connect_limit(connect_timeout, None)
         self.ssl_context = tls_context(ssl)
         self.server_hostname = server_hostname
         self._stream: AsyncStream | None = None
@@ -167,6 +182,9 @@ class AsyncTransport:
         self._closed = False
         # Bytes taken from the session that the kernel did not take yet (flush sends them first).
         self._unsent = b""
+        # Nothing was sent since the session was last seen idle: bytes received now answer
+        # no request (_read_early reads them before the next send).
+        self._quiet = True
         # Tasks waiting for a reply, longest-waiting first (to hand the reader role to).
         self._waiters: dict[Pending[Any], None] = {}
 
@@ -225,6 +243,8 @@ class AsyncTransport:
         data = self.session.data_to_send()
         if not data:
             return True
+        if self._quiet and self._read_early(stream):
+            return False  # flush() drops the stream; the requests have the core's error
         try:
             sent = stream.send_nowait(data)
         except JobwireError as exc:
@@ -250,6 +270,8 @@ class AsyncTransport:
         try:
             while data := self._unsent or self.session.data_to_send():
                 self._unsent = b""
+                if self._quiet and self._read_early(stream):
+                    break  # the requests have the core's error; nothing more is sent
                 sent = stream.send_nowait(data)
                 if sent < len(data):
                     with anyio.CancelScope(shield=True):
@@ -262,6 +284,23 @@ class AsyncTransport:
             raise
         finally:
             self._writing = False
+        if self.session.broken is not None and self._stream is stream:
+            await self._drop_stream()
+
+    def _read_early(self, stream: AsyncStream) -> bool:
+        """Before the first send since the session was idle: hand what arrived meanwhile to
+        the session as bytes that answer none of the requests now queued
+        (``FifoSession.receive_early``: a reply there is a ``RemoteProtocolError``). True when
+        the session failed. (With TLS nothing is read here: the next read gets the bytes.)"""
+        self._quiet = False
+        try:
+            data = stream.receive_nowait()
+        except JobwireError as exc:
+            self.session.fail(exc)
+            return True
+        if data is not None:
+            self.session.receive_early(data)
+        return self.session.broken is not None
 
     async def wait(self, pending: Pending[R], limit: float | None) -> R:
         """Wait for ``pending`` and return its reply (or raise its error).
@@ -449,6 +488,8 @@ class AsyncTransport:
             while True:
                 await self.flush()
                 self.session.receive_data(await stream.receive())
+                if self.session.idle:
+                    self._quiet = True
                 if self.session.broken is not None:
                     await self._drop_stream()
                     raise ConnectionLost(str(self.session.broken))
@@ -472,6 +513,8 @@ class AsyncTransport:
             if data is None:
                 return None
             self.session.receive_data(data)
+            if self.session.idle:
+                self._quiet = True
             return self.session.broken is not None or not self.flush_nowait()
         except JobwireError as exc:
             self.session.fail(exc)
@@ -498,6 +541,8 @@ class AsyncTransport:
             while not pending.done:
                 self.session.receive_data(await stream.receive(tried, deadline))
                 tried = False
+                if self.session.idle:
+                    self._quiet = True
                 if self.session.broken is not None:
                     await self._drop_stream()
                     break
@@ -530,8 +575,10 @@ class Transport:
     Args:
         address: where to connect.
         session: the protocol's session for this connection.
-        connect_timeout: seconds to connect.
-        timeout: seconds a send may take (default: ``connect_timeout``; ``None``: no limit).
+        connect_timeout: seconds to connect and finish the TLS handshake (``None``:
+            :data:`CONNECT_TIMEOUT`).
+        timeout: seconds a send may take (default: ``connect_timeout`` as given; ``None``: no
+            limit).
         ssl, server_hostname: TLS, as for :class:`AsyncTransport`.
     """
 
@@ -547,12 +594,13 @@ class Transport:
     ) -> None:
         self.address = address
         self.session = session
-        self.connect_timeout = connect_timeout
+        self.connect_timeout = connect_limit(connect_timeout, None)
         self.timeout = connect_timeout if timeout is ... else timeout
         self.ssl_context = tls_context(ssl)
         self.server_hostname = server_hostname
         self._stream: SyncStream | None = None
         self._closed = False
+        self._quiet = True  # as AsyncTransport's
 
     @property
     def connected(self) -> bool:
@@ -595,6 +643,9 @@ class Transport:
         data = self.session.data_to_send()
         if data:
             stream = self._usable()
+            if self._quiet and self._read_early(stream):
+                self._drop_stream()  # the requests have the core's error: nothing is sent
+                return
             try:
                 stream.send(data, self.timeout)
             except JobwireError as exc:
@@ -648,6 +699,8 @@ class Transport:
                     return
                 raise
             session.receive_data(data)
+            if session.idle:
+                self._quiet = True
             if session.broken is not None:
                 self._drop_stream()
                 return
@@ -715,6 +768,18 @@ class Transport:
             stop = exc
         unsent = itertools.chain((item,) if holding else (), rest)
         return cast("list[P]", state.result(unsent, stop, waited))
+
+    def _read_early(self, stream: SyncStream) -> bool:
+        """:meth:`AsyncTransport._read_early`'s twin."""
+        self._quiet = False
+        try:
+            data = stream.receive_nowait()
+        except JobwireError as exc:
+            self.session.fail(exc)
+            return True
+        if data is not None:
+            self.session.receive_early(data)
+        return self.session.broken is not None
 
     def _usable(self) -> SyncStream:
         stream = self._stream

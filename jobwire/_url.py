@@ -16,17 +16,23 @@ name, as other beanstalk clients write it), ``gearman``, ``workq``)::
     TCPAddress / UnixAddress      already resolved
 
 Anything else is refused when the object is built, never later: a value of the wrong type raises
-``TypeError``; a malformed string, a port outside 1-65535 or a unix path where the protocol has
-none raises :class:`InvalidAddress` (a ``LocalProtocolError``, hence a ``ValueError``).
+``TypeError``; a malformed string (an unclosed ``[`` of an IPv6 literal included), a port outside
+1-65535 or a unix path where the protocol has none raises :class:`InvalidAddress` (a
+``LocalProtocolError``, hence a ``ValueError``).
+
+No message shows a credential: :class:`InvalidAddress` passes its message through
+:func:`redact`, which writes a URL's password (``redis://user:***@host``) and a
+``password=``-like query value (``?password=***``) as ``***``.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from urllib.parse import unquote, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 from .errors import InvalidAddress
 
@@ -39,6 +45,8 @@ __all__ = [
     "address_url",
     "describe",
     "parse_url",
+    "redact",
+    "split_url",
     "resolve_address",
     "resolve_addresses",
 ]
@@ -71,6 +79,39 @@ Address = TCPAddress | UnixAddress
 AddressLike = str | os.PathLike[str] | tuple[str, int] | TCPAddress | UnixAddress
 
 _BAD_HOST_CHARS = frozenset(" \t\r\n\x00/?#@")
+_BRACKETED = re.compile(r"\[[^\[\]]+\](?::[^\[\]]*)?")
+# A URL's user info: everything between "scheme://" and the last "@" before the path, query or
+# fragment (a password may hold an "@" of its own). Quotes may be in a password (repr then
+# quotes with the other kind); white space ends the URL.
+_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<info>[^/?#\s]*)@")
+# A query value that names a secret, up to the next "&", ";", "#" or white space, or a quote that
+# closes a repr (followed by ":", ",", ")", "]", white space or the end).
+_SECRET_QUERY = re.compile(
+    r"(?P<key>[?&;](?:[a-z_]*pass(?:word|wd)?|pwd|secret|token|auth|api_?key)=)"
+    r"(?P<value>.*?)(?=['\"](?:[:,)\]\s]|$)|[&#;\s]|$)",
+    re.IGNORECASE,
+)
+
+
+def _hide_userinfo(match: re.Match[str]) -> str:
+    user, colon, _password = match["info"].partition(":")
+    # With no ":" the whole user info may be a password (redis://secret@host, as some write it).
+    return f"{match['scheme']}{user}:***@" if colon else f"{match['scheme']}***@"
+
+
+def redact(text: str) -> str:
+    """``text`` with every credential of the URLs in it written as ``***``: the password of a
+    ``scheme://user:password@host`` (the whole user info when it has no ``:``), and the value
+    of a ``password=``, ``passwd=``, ``secret=``, ``token=``, ``auth=`` or ``api_key=`` query
+    parameter. Errors, logs and reprs that may show an address given by the user go through it.
+    """
+    if "@" in text:
+        text = _USERINFO.sub(_hide_userinfo, text)
+    if "=" in text:
+        text = _SECRET_QUERY.sub(r"\g<key>***", text)
+    return text
+
+
 #: Other spellings of a protocol's scheme: ``beanstalkd://`` is what greenstalk, pystalk and
 #: most beanstalk tooling write.
 SCHEME_ALIASES: dict[str, tuple[str, ...]] = {"beanstalk": ("beanstalkd",)}
@@ -95,7 +136,7 @@ def describe(obj: object, where: str, *details: str) -> str:
 
 def _port(value: object, where: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{where!r}: the port must be an int, not {type(value).__name__}")
+        raise TypeError(redact(f"{where!r}: the port must be an int, not {type(value).__name__}"))
     if not 1 <= value <= 65535:
         raise InvalidAddress(f"{where!r}: the port must be 1-65535")
     return value
@@ -116,17 +157,32 @@ def _host(host: str, where: object) -> str:
     return host
 
 
+def split_url(url: str) -> SplitResult:
+    """``urllib.parse.urlsplit``, raising :class:`InvalidAddress` where it raises
+    ``ValueError`` (an unclosed or malformed ``[IPv6]`` host) or lets a stray bracket through
+    (``[::1]]:1``)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise InvalidAddress(f"{url!r}: {exc}") from None
+    host = parts.netloc.rpartition("@")[2]
+    if ("[" in host or "]" in host) and _BRACKETED.fullmatch(host) is None:
+        raise InvalidAddress(f"{url!r}: expected '[IPv6]' or '[IPv6]:port' as the host")
+    return parts
+
+
 def parse_url(url: str, *, scheme: str, default_port: int, unix: bool = True) -> Address:
     """Parse a ``SCHEME://host[:port]`` or ``unix:///path`` URL into an address.
 
     ``scheme``'s other spellings (:data:`SCHEME_ALIASES`: ``beanstalkd://``) are accepted too.
 
     Raises:
-        InvalidAddress: the scheme is not ``scheme`` (or one of its aliases), ``unix`` or
-            ``scheme+unix``, the port is not a number in 1-65535, the URL has no host or path,
-            or it names a unix socket and ``unix`` is false.
+        InvalidAddress: the URL is malformed (an unclosed ``[``), the scheme is not
+            ``scheme`` (or one of its aliases), ``unix`` or ``scheme+unix``, the port is not a
+            number in 1-65535, the URL has no host or path, or it names a unix socket and
+            ``unix`` is false.
     """
-    parts = urlsplit(url)
+    parts = split_url(url)
     schemes = (scheme, *SCHEME_ALIASES.get(scheme, ()))
     if parts.scheme == "unix" or parts.scheme in {f"{s}+unix" for s in schemes}:
         if not unix:
@@ -196,7 +252,7 @@ def resolve_address(
         resolved: Address = address
     elif isinstance(address, tuple):
         if len(address) != 2 or not isinstance(address[0], str):
-            raise TypeError(f"{address!r}: a tuple address is (host, port)")
+            raise TypeError(redact(f"{address!r}: a tuple address is (host, port)"))
         resolved = TCPAddress(_host(address[0], address), _port(address[1], address))
     elif isinstance(address, os.PathLike):
         resolved = UnixAddress(os.fspath(address))
@@ -217,10 +273,10 @@ def resolve_address(
                 raise InvalidAddress(f"{address!r}: the port must be a number in 1-65535")
             resolved = TCPAddress(_host(host, address), _port(int(port_text), address))
     else:
-        raise TypeError(
+        raise TypeError(redact(
             f"{address!r}: a server address is a URL, 'host:port', 'host', a unix path or a "
             f"(host, port) tuple, not {type(address).__name__}"
-        )
+        ))
     if port is not None:
         raise InvalidAddress(f"{address!r}: a port argument goes with a bare host only")
     if isinstance(resolved, UnixAddress) and not unix:
@@ -247,7 +303,7 @@ def resolve_addresses(
     elif isinstance(servers, Sequence):
         items = servers
     else:
-        raise TypeError(f"{servers!r}: expected a server address or a list of them")
+        raise TypeError(redact(f"{servers!r}: expected a server address or a list of them"))
     if not items:
         raise InvalidAddress("at least one server is needed")
     return [

@@ -58,7 +58,15 @@ class LocalProtocolError(ProtocolError, ValueError):
 
 class InvalidAddress(LocalProtocolError):
     """A server address that is not one of the accepted forms (see ``jobwire._url``); raised
-    when the client, worker or admin object is built. Also a ``ValueError``."""
+    when the client, worker or admin object is built. Also a ``ValueError``.
+
+    Its message never shows a credential: a URL's password and ``password=``-like query values
+    are written ``***`` (``jobwire._url.redact``), whatever the code raising it wrote."""
+
+    def __init__(self, *args: object) -> None:
+        from ._url import redact  # _url imports this module
+
+        super().__init__(*(redact(a) if isinstance(a, str) else a for a in args))
 
 
 class RemoteProtocolError(ProtocolError):

@@ -31,15 +31,22 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote
 
 import anyio
 
 from jobwire._pending import Pending
 from jobwire._session import FifoSession
 from jobwire._streams import SSLOption, tls_context
-from jobwire._transport import AsyncTransport, Transport
-from jobwire._url import Address, AddressLike, address_url, describe, resolve_address
+from jobwire._transport import AsyncTransport, Transport, connect_limit
+from jobwire._url import (
+    Address,
+    AddressLike,
+    address_url,
+    describe,
+    resolve_address,
+    split_url,
+)
 from jobwire.errors import (
     ConnectionLost,
     InvalidAddress,
@@ -54,6 +61,8 @@ from ._resp import (
     DEFAULT_MAX_BULK,
     DEFAULT_MAX_DEPTH,
     DEFAULT_MAX_LINE,
+    DEFAULT_MAX_REPLY_BYTES,
+    DEFAULT_MAX_REPLY_ITEMS,
     Arg,
     Connection,
     ConnectionClosed,
@@ -140,7 +149,7 @@ def _db(value: object, where: object) -> int:
 def _split_url(url: str) -> tuple[str, dict[str, str]]:
     """Take Redis's own parts (userinfo, ``/db``, query) out of a URL; return the plain address
     URL jobwire's rule takes and the parts found."""
-    parts = urlsplit(url)
+    parts = split_url(url)
     scheme = parts.scheme.lower()
     found: dict[str, str] = {}
     if parts.fragment:
@@ -249,11 +258,14 @@ class RedisSession(FifoSession[Pending[Any]]):
         max_line: int = DEFAULT_MAX_LINE,
         max_depth: int = DEFAULT_MAX_DEPTH,
         max_array: int = DEFAULT_MAX_ARRAY,
+        max_reply_items: int = DEFAULT_MAX_REPLY_ITEMS,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
         on_push: Callable[[Push], None] | None = None,
     ) -> None:
         super().__init__()
         self.conn = Connection(
-            max_bulk=max_bulk, max_line=max_line, max_depth=max_depth, max_array=max_array
+            max_bulk=max_bulk, max_line=max_line, max_depth=max_depth, max_array=max_array,
+            max_reply_items=max_reply_items, max_reply_bytes=max_reply_bytes,
         )
         self.on_push = on_push
 
@@ -329,6 +341,8 @@ class _Base:
         max_line: int,
         max_depth: int,
         max_array: int,
+        max_reply_items: int,
+        max_reply_bytes: int,
         on_push: Callable[[Push], None] | None,
         ssl: SSLOption,
         server_hostname: str | None,
@@ -343,9 +357,10 @@ class _Base:
         self.ssl_context = tls_context(True if ssl is None and self.options.tls else ssl)
         self.server_hostname = server_hostname
         self.timeout = timeout
-        self.connect_timeout = timeout if connect_timeout is None else connect_timeout
+        self.connect_timeout = connect_limit(connect_timeout, timeout)
         self._caps = {"max_bulk": max_bulk, "max_line": max_line, "max_depth": max_depth,
-                      "max_array": max_array}
+                      "max_array": max_array, "max_reply_items": max_reply_items,
+                      "max_reply_bytes": max_reply_bytes}
         self._on_push = on_push
         self._scripts: dict[str, bytes] = {}
         self._closed = False
@@ -393,8 +408,11 @@ _ARGS_DOC = """
         client_name: a name for ``CLIENT LIST`` (sent on connect).
         timeout: seconds a reply may take (beyond a blocking command's ``wait``); ``None`` for
             no limit. Running out raises ``OperationTimeout``.
-        connect_timeout: seconds to connect and run the handshake (default: ``timeout``).
+        connect_timeout: seconds to connect and run the TLS and Redis handshakes (default:
+            ``timeout``, or 10 when that is ``None``: a connect is always bounded).
         max_bulk, max_line, max_depth, max_array: caps on what the server may send (``_resp``).
+        max_reply_items, max_reply_bytes: caps on one whole reply, at every level of nesting:
+            values (default 2**20) and bytes on the wire (default 1 GiB).
         on_push: called with each RESP3 :class:`Push` (in whichever task reads; what it raises
             is logged to ``qless_client.redis`` and dropped); without it pushes are dropped.
         ssl: TLS: ``True`` (the default context: certificate and host name checked) or an
@@ -433,6 +451,8 @@ class AsyncRedis(_Base, AsyncRedisCommands):
         max_line: int = DEFAULT_MAX_LINE,
         max_depth: int = DEFAULT_MAX_DEPTH,
         max_array: int = DEFAULT_MAX_ARRAY,
+        max_reply_items: int = DEFAULT_MAX_REPLY_ITEMS,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
         on_push: Callable[[Push], None] | None = None,
         ssl: SSLOption = None,
         server_hostname: str | None = None,
@@ -441,6 +461,7 @@ class AsyncRedis(_Base, AsyncRedisCommands):
             address, port, db=db, username=username, password=password, protocol=protocol,
             client_name=client_name, timeout=timeout, connect_timeout=connect_timeout,
             max_bulk=max_bulk, max_line=max_line, max_depth=max_depth, max_array=max_array,
+            max_reply_items=max_reply_items, max_reply_bytes=max_reply_bytes,
             on_push=on_push, ssl=ssl, server_hostname=server_hostname,
         )
         self._transport = AsyncTransport(
@@ -579,6 +600,8 @@ class Redis(_Base, RedisCommands):
         max_line: int = DEFAULT_MAX_LINE,
         max_depth: int = DEFAULT_MAX_DEPTH,
         max_array: int = DEFAULT_MAX_ARRAY,
+        max_reply_items: int = DEFAULT_MAX_REPLY_ITEMS,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
         on_push: Callable[[Push], None] | None = None,
         ssl: SSLOption = None,
         server_hostname: str | None = None,
@@ -587,6 +610,7 @@ class Redis(_Base, RedisCommands):
             address, port, db=db, username=username, password=password, protocol=protocol,
             client_name=client_name, timeout=timeout, connect_timeout=connect_timeout,
             max_bulk=max_bulk, max_line=max_line, max_depth=max_depth, max_array=max_array,
+            max_reply_items=max_reply_items, max_reply_bytes=max_reply_bytes,
             on_push=on_push, ssl=ssl, server_hostname=server_hostname,
         )
         self._open()

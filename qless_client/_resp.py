@@ -33,7 +33,12 @@ Why it is shaped like this:
   string must be followed by CRLF; a bulk string announced over ``max_bulk`` bytes, an
   aggregate announced over ``max_array`` elements or nested deeper than ``max_depth`` is
   refused at its header, before its body is waited for, and a line is refused once
-  ``max_line`` bytes of it have arrived without its CRLF. Any violation raises
+  ``max_line`` bytes of it have arrived without its CRLF. One reply as a whole (a top-level
+  value with everything nested in it) may hold at most ``max_reply_items`` values and
+  ``max_reply_bytes`` bytes on the wire: the per-aggregate caps alone would let nesting
+  multiply a reply (8 MB of empty sets ``~0`` is two million Python sets, 449 MB), so an
+  aggregate or bulk string that would pass either total is refused at its header. Any
+  violation raises
   ``RemoteProtocolError`` and poisons the connection (every later call raises it again).
   Streamed RESP3 types (``$?``, ``*?``) are not sent by Redis and are refused.
 * EOF is ``receive_data(b"")``; ``next_event()`` then returns :class:`ConnectionClosed` saying
@@ -45,7 +50,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from jobwire._buffer import LineTooLong
 from jobwire._core import ConnectionState, InOrderClientCore
@@ -57,6 +62,8 @@ __all__ = [
     "DEFAULT_MAX_BULK",
     "DEFAULT_MAX_DEPTH",
     "DEFAULT_MAX_LINE",
+    "DEFAULT_MAX_REPLY_BYTES",
+    "DEFAULT_MAX_REPLY_ITEMS",
     "NEED_DATA",
     "Arg",
     "Attribute",
@@ -81,6 +88,12 @@ DEFAULT_MAX_LINE = 64 * 1024
 DEFAULT_MAX_DEPTH = 64
 #: Most elements (map: pairs) one aggregate may announce.
 DEFAULT_MAX_ARRAY = 1 << 24
+#: Most values one reply may hold, counted at every level of nesting (a map's keys and values
+#: each count). An empty aggregate costs up to ~230 bytes of Python memory: this bounds a
+#: reply of empty sets to about 250 MB whatever its nesting.
+DEFAULT_MAX_REPLY_ITEMS = 1 << 20
+#: Most bytes one reply may take on the wire (two bulk strings of ``max_bulk``).
+DEFAULT_MAX_REPLY_BYTES = 2 * DEFAULT_MAX_BULK
 
 #: What a command argument may be.
 Arg = str | bytes | bytearray | memoryview | int | float
@@ -344,10 +357,13 @@ class Connection(InOrderClientCore):
         max_line: longest line accepted, CRLF included.
         max_depth: deepest nesting of aggregates accepted.
         max_array: most elements (map: pairs) one aggregate may announce.
+        max_reply_items: most values one reply may hold, at every level of nesting (a push,
+            or attributes sent before a reply, count as a reply of their own).
+        max_reply_bytes: most bytes one reply may take on the wire, CRLFs included.
     """
 
-    __slots__ = ("_bulk", "_bulk_kind", "_stack", "max_array", "max_bulk", "max_depth",
-                 "max_line")
+    __slots__ = ("_bulk", "_bulk_kind", "_reply_bytes", "_reply_items", "_stack", "max_array",
+                 "max_bulk", "max_depth", "max_line", "max_reply_bytes", "max_reply_items")
 
     def __init__(
         self,
@@ -356,10 +372,14 @@ class Connection(InOrderClientCore):
         max_line: int = DEFAULT_MAX_LINE,
         max_depth: int = DEFAULT_MAX_DEPTH,
         max_array: int = DEFAULT_MAX_ARRAY,
+        max_reply_items: int = DEFAULT_MAX_REPLY_ITEMS,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
     ) -> None:
         super().__init__()
         for name, cap in (("max_bulk", max_bulk), ("max_line", max_line),
-                          ("max_depth", max_depth), ("max_array", max_array)):
+                          ("max_depth", max_depth), ("max_array", max_array),
+                          ("max_reply_items", max_reply_items),
+                          ("max_reply_bytes", max_reply_bytes)):
             if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
                 raise LocalProtocolError(f"{name} must be a positive int, not {cap!r}")
         if max_line < 4:
@@ -368,6 +388,12 @@ class Connection(InOrderClientCore):
         self.max_line = max_line
         self.max_depth = max_depth
         self.max_array = max_array
+        self.max_reply_items = max_reply_items
+        self.max_reply_bytes = max_reply_bytes
+        # The reply being read so far: values announced (the top-level one, then every element
+        # its aggregates announce) and bytes taken, its bulk strings' announced bodies included.
+        self._reply_items = 0
+        self._reply_bytes = 0
         self._bulk = -1  # length of the bulk string being waited for; -1: reading lines
         self._bulk_kind = _BULK
         # Aggregates being filled, outermost first: [type byte, elements still due, items].
@@ -433,6 +459,14 @@ class Connection(InOrderClientCore):
             return Verbatim(data[4:], data[:3].decode("ascii"))
         return ErrorReply(data.decode("utf-8", "replace"))
 
+    def _over_reply(self, what: str, total: int) -> NoReturn:
+        cap = self.max_reply_items if what == "values" else self.max_reply_bytes
+        name = "max_reply_items" if what == "values" else "max_reply_bytes"
+        for frame in self._stack:  # the connection is poisoned: free the partial reply now
+            frame[2].clear()  # (the error's traceback keeps the parser's locals alive)
+        self._stack.clear()
+        raise RemoteProtocolError(f"reply of {total}+ {what} so far, over {name} {cap}")
+
     def _next_event(self) -> Event | NeedData:
         buffer = self._buffer
         stack = self._stack
@@ -455,8 +489,16 @@ class Connection(InOrderClientCore):
                 if not line:
                     raise RemoteProtocolError("empty line where a value should begin")
                 kind = line[0]
-                if not self._pending and not stack and kind != _PUSH and kind != _ATTR:
-                    raise RemoteProtocolError(f"reply with no command awaiting it: {line[:60]!r}")
+                if not stack:
+                    if not self._pending and kind != _PUSH and kind != _ATTR:
+                        raise RemoteProtocolError(
+                            f"reply with no command awaiting it: {line[:60]!r}"
+                        )
+                    self._reply_items = 1
+                    self._reply_bytes = 0
+                self._reply_bytes += len(line) + 2
+                if self._reply_bytes > self.max_reply_bytes:
+                    self._over_reply("bytes", self._reply_bytes)
                 if kind in _BULKS:
                     digits = line[1:]  # the common case inline: a plain length
                     if digits.isdigit() and len(digits) <= 20:
@@ -470,6 +512,9 @@ class Connection(InOrderClientCore):
                             f"bulk string of {size} bytes announced, over max_bulk {self.max_bulk}"
                         )
                     else:
+                        self._reply_bytes += size + 2
+                        if self._reply_bytes > self.max_reply_bytes:
+                            self._over_reply("bytes", self._reply_bytes)
                         self._bulk = size
                         self._bulk_kind = kind
                         value = self._bulk_body()  # usually buffered already
@@ -497,7 +542,11 @@ class Connection(InOrderClientCore):
                     elif len(stack) >= self.max_depth:
                         raise RemoteProtocolError(f"values nested deeper than {self.max_depth}")
                     elif count:
-                        stack.append([kind, 2 * count if kind in (_MAP, _ATTR) else count, []])
+                        due = 2 * count if kind in (_MAP, _ATTR) else count
+                        self._reply_items += due
+                        if self._reply_items > self.max_reply_items:
+                            self._over_reply("values", self._reply_items)
+                        stack.append([kind, due, []])
                         continue
                     else:
                         value = _aggregate(kind, [])

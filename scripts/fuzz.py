@@ -20,11 +20,21 @@ for a client role, the commands it sends (a client half) and the bytes it reads,
 :data:`SEP`. The seeds are the corpus pairs in that form, for every role. Inputs are at most
 ``--max-len`` bytes (4096 by default).
 
+A *large* input has :data:`LARGE` (0xFF) as its second byte: its third picks the size (16 KiB
+to 4 MiB, at most ``--large-max``) and the rest is material for :func:`harness.grow`, which
+builds from it (and from the corpus and the hostile pieces) an input of that size and its
+commands; it goes to the role's core with its default caps (``harness.LARGE_ROLES``), in one
+piece and split at random points into up to 4,096 ``receive_data`` calls. Large inputs take at
+most ``--large-share`` of the run's time (0.2 by default; 0: none): the random engine makes one
+whenever they are below that share, and an atheris input that asks for one while they are over
+it runs as a small one.
+
 Every input runs :func:`harness.check` (one piece, byte by byte, a random chunking; typed events
 or ProtocolError only; caps; no hang). A failure does not stop the run: it is counted, grouped
 by exception type and place, and its input saved under ``--artifacts`` (replay one with
 ``--replay FILE``). At the end (or every 30 s) a summary: inputs tried, inputs per second,
-exceptions found, distinct ones.
+exceptions found, distinct ones; per role, its inputs and inputs/s (the time spent in that
+role's checks), small and large apart; and the load average, since the rates depend on it.
 """
 
 from __future__ import annotations
@@ -48,6 +58,14 @@ ROOT = Path(__file__).resolve().parents[1]
 PROTOCOLS = ("beanstalk", "gearman", "workq", "resp")
 #: Separates a client role's commands (before) from the bytes it reads (after).
 SEP = b"\xff--jobwire-fuzz--\xff"
+#: The second byte of a large input.
+LARGE = 0xFF
+#: Sizes of large inputs, picked by their third byte.
+LARGE_SIZES = tuple(16384 << n for n in range(9))  # 16 KiB .. 4 MiB
+
+
+def _load() -> str:
+    return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
 
 
 def _import_targets() -> ModuleType:
@@ -63,10 +81,17 @@ class Run:
     """The state of one fuzzing run of one protocol."""
 
     def __init__(self, harness: ModuleType, protocol: str, seconds: float, artifacts: Path,
-                 engine: str) -> None:
+                 engine: str, large_share: float = 0.0, large_max: int = LARGE_SIZES[-1]) -> None:
         self.harness = harness
         self.protocol = protocol
         self.roles: tuple[Any, ...] = harness.ROLES[protocol]
+        self.large_roles: tuple[Any, ...] = harness.LARGE_ROLES[protocol]
+        self.large_share = large_share
+        self.large_max = large_max
+        # Per (role name, large?): [inputs, seconds in its checks, bytes fed].
+        self.per_role: dict[tuple[str, bool], list[float]] = {}
+        self.large_seconds = 0.0
+        self.load_start = _load()
         self.engine = engine
         self.artifacts = artifacts / protocol
         self.started = time.monotonic()
@@ -78,38 +103,70 @@ class Run:
         self.outcomes: set[tuple[Any, ...]] = set()
 
     def seeds(self) -> list[bytes]:
-        """Every corpus pair for every role, in the input format."""
+        """Every corpus pair for every role, in the input format; and, when large inputs are
+        on, four large ones per role (material: the start of a corpus half), so that atheris
+        has some to mutate."""
         out = []
-        for entry in self.harness.load_corpus(self.protocol):
+        entries = self.harness.load_corpus(self.protocol)
+        for entry in entries:
             for index, role in enumerate(self.roles):
                 data, context = self.harness.role_input(role, entry)
                 body = context + SEP + data if role.feeds_on == "server" else data
                 out.append(bytes([index, 0]) + body)
+        if self.large_share > 0:
+            for index, role in enumerate(self.roles):
+                for n, size in enumerate((2, 4, 6, 8)):  # 64 KiB, 256 KiB, 1 MiB, 4 MiB
+                    material = self.harness.role_input(role, entries[n % len(entries)])[0]
+                    out.append(bytes([index, LARGE, size]) + material[:64])
         return out
 
-    def decode(self, raw: bytes) -> tuple[Any, bytes, bytes, int]:
-        """(role, data, context, chunking seed) of an input."""
-        role = self.roles[raw[0] % len(self.roles)] if raw else self.roles[0]
+    def large_allowed(self) -> bool:
+        """Whether large inputs are below their share of the time so far."""
+        elapsed = time.monotonic() - self.started
+        return self.large_share > 0 and self.large_seconds <= self.large_share * elapsed
+
+    def decode(self, raw: bytes) -> tuple[Any, bytes, bytes, list[list[bytes]], int]:
+        """(role, data, context, chunkings, bytewise limit) of an input."""
+        index = raw[0] if raw else 0
+        if len(raw) > 2 and raw[1] == LARGE:
+            role = self.large_roles[index % len(self.large_roles)]
+            size = min(LARGE_SIZES[raw[2] % len(LARGE_SIZES)], self.large_max)
+            rng = random.Random(raw)
+            data, context = self.harness.grow(role, raw[3:], rng, size)
+            return role, data, context, [self.harness.many_cuts(data, rng)], 0
+        role = self.roles[index % len(self.roles)]
         seed = raw[1] if len(raw) > 1 else 0
         context, sep, data = raw[2:].partition(SEP)
         if not sep:
             context, data = b"", raw[2:]
-        return role, data, context, seed
+        return role, data, context, [self.harness.random_cuts(data, random.Random(seed))], 1 << 16
 
     def one(self, raw: bytes) -> None:
         """Check one input; record a failure instead of raising."""
         self.inputs += 1
-        role, data, context, seed = self.decode(raw)
-        harness = self.harness
+        if len(raw) > 2 and raw[1] == LARGE and not self.large_allowed():
+            raw = raw[:1] + bytes([LARGE - 1]) + raw[2:]  # a small input (as saved, if it fails)
+        started = time.monotonic()
+        large = len(raw) > 2 and raw[1] == LARGE
+        role = None
+        data = b""
         try:
-            cuts = [harness.random_cuts(data, random.Random(seed))]
-            outcome = harness.check(role, data, context, cuts)
+            role, data, context, cuts, bytewise_limit = self.decode(raw)
+            outcome = self.harness.check(role, data, context, cuts,
+                                         bytewise_limit=bytewise_limit)
         except Exception as exc:  # a finding: any exception is one
             self.record(raw, exc)
         else:
             kinds = tuple(sorted({e.split(":", 1)[0] for e in outcome.events}))
             self.outcomes.add((role.name, kinds, outcome.error))
         now = time.monotonic()
+        if role is not None:
+            stats = self.per_role.setdefault((role.name, large), [0, 0.0, 0])
+            stats[0] += 1
+            stats[1] += now - started
+            stats[2] += len(data)
+        if large:
+            self.large_seconds += now - started
         if now - self.last_report >= 30:
             self.last_report = now
             self.report(final=False)
@@ -142,14 +199,22 @@ class Run:
         head = "== done" if final else "..."
         print(f"{head} {self.protocol} [{self.engine}] {elapsed:.0f} s: {self.inputs} inputs "
               f"({self.inputs / max(elapsed, 1e-9):.0f}/s), {len(self.outcomes)} distinct "
-              f"outcomes, {self.failures} exceptions ({len(self.distinct)} distinct)", flush=True)
+              f"outcomes, {self.failures} exceptions ({len(self.distinct)} distinct); "
+              f"{_load()}", flush=True)
         if final:
+            print(f"   at the start: {self.load_start}")
+            for (name, large), (count, seconds, size) in sorted(self.per_role.items()):
+                what = "large" if large else "small"
+                rate = count / max(seconds, 1e-9)
+                print(f"   {name:27s} {what}: {int(count):8d} inputs, {rate:7.1f}/s in its "
+                      f"checks, {size / max(count, 1) / 1024:8.1f} KiB each")
             for signature, (count, path) in sorted(self.distinct.items()):
                 print(f"   {count:6d} x {signature}\n            e.g. {path}")
 
 
 def run_random(run: Run, max_len: int, seed: int) -> None:
-    """The fallback engine: mutate seeds; keep inputs with an outcome not seen before."""
+    """The fallback engine: mutate seeds; keep inputs with an outcome not seen before. A large
+    input (material: a mutated seed) whenever large inputs are below their share of the time."""
     rng = random.Random(seed)
     pool = run.seeds()
     donors = [s[2:] for s in pool]
@@ -157,7 +222,11 @@ def run_random(run: Run, max_len: int, seed: int) -> None:
         run.one(raw)
     while True:
         parent = rng.choice(pool)
-        child = bytes([rng.randrange(256), rng.randrange(256)]) if rng.random() < 0.1 else b""
+        if run.large_allowed():
+            material = run.harness.mutate(rng.choice(donors), rng, donors, 256)
+            run.one(bytes([rng.randrange(256), LARGE, rng.randrange(256)]) + material)
+            continue
+        child = bytes([rng.randrange(256), rng.randrange(LARGE)]) if rng.random() < 0.1 else b""
         child = child + parent[len(child):]
         child = child[:2] + run.harness.mutate(child[2:], rng, donors, max_len - 2)
         before = len(run.outcomes)
@@ -167,11 +236,14 @@ def run_random(run: Run, max_len: int, seed: int) -> None:
 
 
 def run_atheris(run: Run, atheris: Any, max_len: int, seed: int, seconds: float) -> None:
+    """libFuzzer's own timeout is 600 s per input: a large input of two million tiny items (4 MiB
+    of CRLF to a server role) takes minutes under atheris's instrumentation, and a timeout ends
+    the run; a core that loops without consuming input is caught by the harness first."""
     corpus = Path(tempfile.mkdtemp(prefix=f"jobwire-fuzz-{run.protocol}-"))
     for raw in run.seeds():
         (corpus / hashlib.sha1(raw).hexdigest()).write_bytes(raw[:max_len])
     args = [sys.argv[0], str(corpus), f"-max_len={max_len}", f"-seed={seed}",
-            f"-max_total_time={int(seconds) + 60}", "-timeout=20", "-rss_limit_mb=4096",
+            f"-max_total_time={int(seconds) + 60}", "-timeout=600", "-rss_limit_mb=4096",
             "-print_final_stats=0"]
     atheris.Setup(args, run.one)
     atheris.Fuzz()
@@ -185,7 +257,12 @@ def main() -> int:
     parser.add_argument("--engine", choices=["auto", "atheris", "random"], default="auto",
                         help="auto: atheris when importable, else random")
     parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--max-len", type=int, default=4096, help="largest input, in bytes")
+    parser.add_argument("--max-len", type=int, default=4096,
+                        help="largest small input, in bytes (default 4096)")
+    parser.add_argument("--large-share", type=float, default=0.2,
+                        help="most of the time large inputs may take (default 0.2; 0: none)")
+    parser.add_argument("--large-max", type=int, default=LARGE_SIZES[-1],
+                        help="largest large input, in bytes (default 4 MiB)")
     parser.add_argument("--artifacts", type=Path,
                         default=Path(tempfile.gettempdir()) / "jobwire-fuzz",
                         help="where failing inputs are saved")
@@ -215,15 +292,20 @@ def main() -> int:
     else:
         harness = _import_targets()
 
-    run = Run(harness, args.protocol, args.minutes * 60, args.artifacts, engine)
+    run = Run(harness, args.protocol, args.minutes * 60, args.artifacts, engine,
+              args.large_share, args.large_max)
     if args.replay:
-        role, data, context, chunk_seed = run.decode(args.replay.read_bytes())
-        print(f"{role.name}: {len(data)} bytes, context {len(context)} bytes, seed {chunk_seed}")
-        cuts = [harness.random_cuts(data, random.Random(chunk_seed))]
-        print(harness.check(role, data, context, cuts))
+        role, data, context, cuts, bytewise_limit = run.decode(args.replay.read_bytes())
+        print(f"{role.name}: {len(data)} bytes, context {len(context)} bytes, "
+              f"{len(cuts[0])} chunks")
+        outcome = harness.check(role, data, context, cuts, bytewise_limit=bytewise_limit)
+        print(f"{len(outcome.events)} events, then {outcome.error}; last: "
+              f"{[e[:200] for e in outcome.events[-3:]]}")
         return 0
     print(f"fuzzing {args.protocol} for {args.minutes:g} min with {engine} (seed {seed}, "
-          f"roles: {', '.join(r.name for r in run.roles)})", flush=True)
+          f"roles: {', '.join(r.name for r in run.roles)}; large inputs: "
+          f"{args.large_share:.0%} of the time, up to {args.large_max} bytes; {_load()})",
+          flush=True)
     if atheris is not None:
         run_atheris(run, atheris, args.max_len, seed, args.minutes * 60)
     else:

@@ -104,3 +104,31 @@ def test_server_lists() -> None:
         servers("a:1,,b")
     with pytest.raises(TypeError):
         servers(4730)
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["beanstalk://[::1:11300", "beanstalkd://[::1", "workq://[::1", "gearman://[zz",
+     "gearman://[zz]:4730", "redis://[::1", "rediss://:pw@[::1/0", "workq://[::1]]:1",
+     "beanstalk+unix://[x"],
+)
+def test_malformed_ipv6_urls_are_invalid_address_in_every_package(url: str) -> None:
+    # urllib raises a plain ValueError('Invalid IPv6 URL'); every package's constructor must
+    # raise InvalidAddress naming the URL instead.
+    import beanstalk_client
+    import gearman_client
+    import qless_client
+    import workq_client
+
+    scheme, build = next(
+        (scheme, build) for scheme, build in [
+            ("beanstalk", beanstalk_client.AsyncClient), ("gearman", gearman_client.AsyncClient),
+            ("workq", workq_client.AsyncClient), ("redis", qless_client.AsyncRedis),
+        ] if url.startswith(scheme)
+    )
+    with pytest.raises(InvalidAddress, match=r"^'[a-z+]+://") as info:
+        build(url)
+    assert "pw" not in str(info.value)
+    if scheme != "redis":
+        with pytest.raises(InvalidAddress):
+            resolve_address(url, scheme=scheme, default_port=1)

@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 import ssl
 import tempfile
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,12 +34,27 @@ class Certs:
     cert_file: str
     key_file: str
     ca_file: str
+    client_file: str  # a client certificate from the test CA and its key, in one PEM file
 
-    def client_context(self) -> ssl.SSLContext:
-        """A client context that trusts the test CA (and checks host names)."""
+    def client_context(self, *, cert: bool = False) -> ssl.SSLContext:
+        """A client context that trusts the test CA (and checks host names); with ``cert``, it
+        presents :attr:`client_file` (mutual TLS)."""
         context = ssl.create_default_context()
         self.ca.configure_trust(context)
+        if cert:
+            context.load_cert_chain(self.client_file)
         return context
+
+    def foreign_client_context(self) -> ssl.SSLContext:
+        """Trusts the test CA but presents a client certificate issued by another CA."""
+        context = self.client_context()
+        trustme.CA().issue_cert("stranger@example.org").configure_cert(context)
+        return context
+
+    @property
+    def mtls_args(self) -> list[str]:
+        """The bundled servers' flags to serve mutual TLS: only the test CA's clients."""
+        return [*self.server_args, "--tls-client-ca", self.ca_file]
 
     def server_context(self) -> ssl.SSLContext:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -58,7 +75,22 @@ def make_certs(hostname: str = "localhost") -> Certs:
     cert.cert_chain_pems[0].write_to_path(cert_file)
     cert.private_key_pem.write_to_path(key_file)
     ca.cert_pem.write_to_path(ca_file)
-    return Certs(ca, cert_file, key_file, ca_file)
+    client_file = os.path.join(folder, "client.pem")
+    ca.issue_cert("client@example.org").private_key_and_cert_chain_pem.write_to_path(client_file)
+    return Certs(ca, cert_file, key_file, ca_file, client_file)
+
+
+@contextlib.contextmanager
+def silent_peer() -> Iterator[int]:
+    """A port where the kernel accepts connections that nobody ever answers (a bare listening
+    socket, never accepted from): a TLS client there waits for a ServerHello in vain."""
+    sock = socket.socket()
+    try:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        yield sock.getsockname()[1]
+    finally:
+        sock.close()
 
 
 def untrusted_context() -> ssl.SSLContext:

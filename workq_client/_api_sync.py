@@ -156,7 +156,8 @@ class Commands(Generic[B]):
             LocalProtocolError: an argument is invalid (nothing sent).
             SerializationError: the serializer cannot write ``payload`` (nothing sent).
             DuplicateJob: a job with this id exists (the client then reconnects, see docs).
-            ClientError, ServerError: the server refused it.
+            ClientError, ServerError: the server refused it (``ServerError`` ``Unable to add
+                job`` from the bundled server's ``max_memory``: the connection stays usable).
         """
         serializer: object = self._serializer
         if type(payload) is bytes and serializer is RAW:

@@ -14,7 +14,7 @@ from types import TracebackType
 
 from jobwire._pending import Pending
 from jobwire._streams import SSLOption, tls_context
-from jobwire._transport import Transport
+from jobwire._transport import Transport, connect_limit
 from jobwire._url import AddressLike, address_url, describe, resolve_address
 from jobwire.errors import ConnectionLost
 from jobwire.serializers import Serializer, detail, or_raw
@@ -43,7 +43,8 @@ class Client(Commands[B]):
             ``lease``/``result``, wait + TTR of ``run``, and those of the blocking commands
             sent before it on the connection); ``None`` for no limit. Running out
             raises ``OperationTimeout`` and closes the connection (the next call reopens it).
-        connect_timeout: seconds to connect (default: ``timeout``).
+        connect_timeout: seconds to connect and finish the TLS handshake (default:
+            ``timeout``, or 10 when that is ``None``: a connect is always bounded).
         max_fields: most keys accepted in one ``inspect`` record (default 256).
         max_record_size: most bytes of keys and values accepted in one ``inspect`` record
             (default 1 MiB + 64 KiB). A reply past either cap, or announcing more records than
@@ -83,7 +84,7 @@ class Client(Commands[B]):
         )
         self._serializer = or_raw(serializer)
         self.timeout = timeout
-        self.connect_timeout = timeout if connect_timeout is None else connect_timeout
+        self.connect_timeout = connect_limit(connect_timeout, timeout)
         self._caps = (max_fields, max_record_size)
         #: The TLS context of ``ssl=`` (``None``: plain TCP), for every connection it opens.
         self.ssl_context = tls_context(ssl)

@@ -31,6 +31,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from jobwire._url import redact
 from jobwire.errors import (
     JobwireConnectionError,
     JobwireError,
@@ -69,11 +70,72 @@ def shared_flags(f: F) -> F:
     return f
 
 
+#: The TLS flags given (``tls``, ``tls_ca``, ``tls_cert``, ``tls_key``): see
+#: :func:`tls_options`.
+_tls: dict[str, Any] = {}
+
+
+def _set_tls(name: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+        if value:
+            _tls[name] = value
+
+    return callback
+
+
+def tls_flags(f: F) -> F:
+    """``--tls``, ``--tls-ca``, ``--tls-cert`` and ``--tls-key``: how every command of a system
+    connects (:func:`tls_options` turns them into the client's ``ssl=``)."""
+    path = click.Path(exists=True, dir_okay=False)
+    for flags, kind, text in reversed([
+        (("--tls",), None, "Connect with TLS (the server's certificate is checked against the "
+         "system's CAs, or --tls-ca)."),
+        (("--tls-ca",), path, "Trust the CAs in this PEM file for the server's certificate "
+         "(implies --tls)."),
+        (("--tls-cert",), path, "Present this PEM client certificate (mutual TLS; implies "
+         "--tls)."),
+        (("--tls-key",), path, "The PEM private key of --tls-cert (default: in --tls-cert)."),
+    ]):
+        name = flags[0][2:].replace("-", "_")
+        if kind is None:
+            f = click.option(*flags, is_flag=True, expose_value=False,
+                             callback=_set_tls(name), help=text)(f)
+        else:
+            f = click.option(*flags, type=kind, metavar="FILE", expose_value=False,
+                             callback=_set_tls(name), help=text)(f)
+    return f
+
+
+def tls_options() -> dict[str, Any]:
+    """The ``ssl=`` keyword for a client from the TLS flags: ``{}`` when none was given (the
+    address decides: ``rediss://`` is TLS), else a verifying context that trusts ``--tls-ca``
+    (or the system's CAs) and presents ``--tls-cert``/``--tls-key``.
+
+    Raises:
+        click.UsageError: ``--tls-key`` without ``--tls-cert``, or a file holds no usable
+            certificate or key (exit 2).
+    """
+    if not _tls:
+        return {}
+    import ssl
+
+    if "tls_key" in _tls and "tls_cert" not in _tls:
+        raise click.UsageError("--tls-key needs --tls-cert")
+    try:
+        context = ssl.create_default_context(cafile=_tls.get("tls_ca"))
+        if "tls_cert" in _tls:
+            context.load_cert_chain(_tls["tls_cert"], _tls.get("tls_key"))
+    except (OSError, ssl.SSLError) as exc:
+        raise click.UsageError(f"cannot load the TLS files: {exc}") from exc
+    return {"ssl": context}
+
+
 def url_option(envvar: str, default: str, what: str) -> Callable[[F], F]:
-    """``--url`` with the system's environment default (``BEANSTALK_URL``, ...), plus the
-    shared flags: apply to every command of a system."""
+    """``--url`` with the system's environment default (``BEANSTALK_URL``, ...), the TLS
+    flags and the shared flags: apply to every command of a system."""
 
     def decorate(f: F) -> F:
+        f = tls_flags(f)
         f = click.option(
             "--url", envvar=envvar, default=default, show_default=True, show_envvar=True,
             help=f"The {what} (any address form jobwire takes).",
@@ -260,7 +322,7 @@ def exit_code(exc: BaseException) -> int:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    text = redact(" ".join(str(exc).split())) or type(exc).__name__
     return f"{type(exc).__name__}: {text}" if not isinstance(exc, Failed) else text
 
 
@@ -290,6 +352,7 @@ def _register() -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the command line and exit with its code (see the module docstring)."""
     _state.update(debug=False, json=False)
+    _tls.clear()
     _register()
     try:
         returned = cli.main(args=list(argv) if argv is not None else None, prog_name="jobwire",
@@ -304,7 +367,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(130)
     except Exception as exc:
         if _state["debug"]:
-            traceback.print_exc()
+            click.echo(redact("".join(traceback.format_exception(exc))).rstrip(), err=True)
         click.echo(f"jobwire: error: {_one_line(exc)}", err=True)
         sys.exit(exit_code(exc))
     # --help and --version return 0; a command may return its own exit code.

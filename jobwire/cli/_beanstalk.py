@@ -30,6 +30,7 @@ from jobwire.cli._app import (
     rows_table,
     shared_flags,
     show,
+    tls_options,
     url_option,
 )
 from jobwire.cli._top import Column, Poll, run_top, top_options
@@ -75,7 +76,7 @@ def _connect(url: str) -> Client:
     """
     from beanstalk_client import Client
 
-    return Client(url)
+    return Client(url, **tls_options())
 
 
 def _stats_rows(client: Client, tubes: list[str]) -> list[dict[str, Any]]:

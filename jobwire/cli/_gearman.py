@@ -32,6 +32,7 @@ from jobwire.cli._app import (
     rows_table,
     shared_flags,
     show,
+    tls_options,
     url_option,
 )
 from jobwire.cli._top import Column, Poll, run_top, top_options
@@ -89,7 +90,7 @@ def _ask_each(url: str, ask: Callable[[Admin], T]) -> tuple[list[tuple[str, T]],
     first: Exception | None = None
     for address in _servers(url):
         try:
-            with Admin(address) as admin:
+            with Admin(address, **tls_options()) as admin:
                 answers.append((str(address), ask(admin)))
         except (JobwireConnectionError, OperationTimeout) as exc:
             first = first or exc
@@ -298,7 +299,7 @@ def submit(url: str, function: str, data: str | None, file: IO[bytes] | None,
     else:
         payload = os.fsencode(data or "")
     level = Priority(priority)
-    with Client(url, timeout=10.0) as client:
+    with Client(url, timeout=10.0, **tls_options()) as client:
         if background:
             handle = client.submit_background(function, payload, unique=unique, priority=level)
             text = handle.decode("utf-8", "replace")
@@ -334,7 +335,7 @@ def top(url: str, interval: float, count: int | None) -> None:
     from gearman_client import Admin
 
     servers = _servers(url)
-    admins = [Admin(address) for address in servers]
+    admins = [Admin(address, **tls_options()) for address in servers]
     raw = json_mode()
     columns = [Column("queued", "queued"), Column("running", "running"),
                Column("workers", "workers"), Column("queued/s", "queued", rate=True)]

@@ -22,6 +22,7 @@ from jobwire.cli._app import (
     kv_table,
     rows_table,
     show,
+    tls_options,
     url_option,
 )
 from jobwire.cli._top import Column, Poll, run_top, top_options
@@ -52,7 +53,7 @@ def _connect(url: str) -> Client:
     command with exit 3; a bad address is ``InvalidAddress``, exit 2)."""
     from qless_client import Client
 
-    return Client(url)
+    return Client(url, **tls_options())
 
 
 # -- how jobs are shown ---------------------------------------------------------------------

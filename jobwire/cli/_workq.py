@@ -30,6 +30,7 @@ from jobwire.cli._app import (
     remaining_bytes,
     rows_table,
     show,
+    tls_options,
     url_option,
 )
 from jobwire.cli._top import Column, Poll, run_top, top_options
@@ -59,7 +60,7 @@ def _connect(url: str) -> Client:
     """A client on ``url`` (connected: ``ConnectFailed`` ends the command with exit 3)."""
     from workq_client import Client
 
-    return Client(url)
+    return Client(url, **tls_options())
 
 
 # -- how records are shown ------------------------------------------------------------------

@@ -18,7 +18,7 @@ from beanstalk_client import AsyncClient, Client, Job, Worker
 from jobwire import ConnectFailed, ConnectionLost, TLSError
 
 from ..conftest import BeanstalkServer, start_server
-from ..tlsrelay import Certs, Relay, make_certs, untrusted_context
+from ..tlsrelay import Certs, Relay, make_certs, silent_peer, untrusted_context
 
 
 @dataclass
@@ -188,3 +188,61 @@ def test_worker_given_a_tls_client_keeps_tls(tls_server: TLSBeanstalk, tube: str
         finally:
             worker.stop()
             thread.join(10)
+
+
+@pytest.mark.parametrize("timeout", [None, 30.0])
+def test_tls_to_a_silent_peer_is_a_tls_error_at_connect_timeout(
+    certs: Certs, timeout: float | None
+) -> None:
+    # A peer that accepts and never answers the ClientHello: bounded by connect_timeout even
+    # when replies may take for ever (timeout=None), and the same TLSError as any refusal.
+    with silent_peer() as port, pytest.raises(TLSError, match=r"no TLS handshake within 0\.3 s"):
+        Client(("127.0.0.1", port), ssl=certs.client_context(), server_hostname="localhost",
+               timeout=timeout, connect_timeout=0.3)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("timeout", [None, 30.0])
+async def test_async_tls_to_a_silent_peer_is_a_tls_error_at_connect_timeout(
+    certs: Certs, timeout: float | None
+) -> None:
+    with silent_peer() as port:
+        client = AsyncClient(("127.0.0.1", port), ssl=certs.client_context(),
+                             server_hostname="localhost", timeout=timeout, connect_timeout=0.3)
+        with pytest.raises(TLSError, match=r"no TLS handshake within 0\.3 s"):
+            await client.connect()
+        await client.aclose()
+
+
+@pytest.fixture(scope="module")
+def mtls_address(certs: Certs) -> Iterator[tuple[str, int]]:
+    """The bundled server serving mutual TLS (``--tls-client-ca``): the test CA's clients."""
+    server = start_server("bundled", args=certs.mtls_args)
+    yield ("localhost", server.port)
+    server.stop()
+
+
+def test_mutual_tls_serves_only_clients_of_the_ca(
+    mtls_address: tuple[str, int], certs: Certs
+) -> None:
+    with Client(mtls_address, ssl=certs.client_context(cert=True), timeout=5) as client:
+        assert client.use("mtls") == "mtls"
+    for refused in (certs.client_context(), certs.foreign_client_context()):
+        with pytest.raises(TLSError, match="certificate"), Client(
+            mtls_address, ssl=refused, timeout=5
+        ) as client:
+            client.list_tube_used()
+
+
+@pytest.mark.anyio
+async def test_async_mutual_tls_serves_only_clients_of_the_ca(
+    mtls_address: tuple[str, int], certs: Certs
+) -> None:
+    async with AsyncClient(mtls_address, ssl=certs.client_context(cert=True)) as client:
+        assert await client.use("mtls") == "mtls"
+    for refused in (certs.client_context(), certs.foreign_client_context()):
+        client = AsyncClient(mtls_address, ssl=refused, timeout=5)
+        with pytest.raises(TLSError, match="certificate"):
+            await client.connect()
+            await client.list_tube_used()
+        await client.aclose()

@@ -20,12 +20,19 @@ asserts:
    not compared.
 3. **Memory stays within the caps.** Whenever ``next_event()`` says NEED_DATA, what the core still
    buffers is less than the largest incomplete item its caps allow (a line, a body, a packet), and
-   its other state is within its caps (RESP: nesting and aggregate sizes; Workq: keys and bytes
-   per record, records per reply). Since the check runs after every chunk, a peer that never sends
-   a terminator is refused or discarded before the buffer passes cap + one chunk.
+   its other state is within its caps (RESP: nesting, aggregate sizes and one reply's total
+   values and bytes; Workq: keys and bytes per record, records per reply; Gearman admin: lines
+   and bytes per list). Since the check runs after every chunk, a peer that never sends a
+   terminator is refused or discarded before the buffer passes cap + one chunk.
 4. **No hang.** Draining stops: a core that keeps producing events without consuming input fails.
 5. **Parsers above the core.** Documents a client parses further (beanstalk stats YAML, Gearman
    admin lists) go through those parsers too: they return or raise ``RemoteProtocolError``.
+6. **Large inputs** (:func:`grow`, :func:`many_cuts`): up to a few MiB built by repeating and
+   joining recorded exchanges, one valid item holding a repeated piece (a RESP tree of empty
+   aggregates, a beanstalk stats body, a Gearman admin list...), hostile pieces and runs of
+   filler, fed to the roles of :data:`LARGE_ROLES` (each core with its *default* caps, which
+   only a large input reaches) in one piece and split at random points into many
+   ``receive_data`` calls.
 
 Client roles need commands awaiting replies. They come from the *client half* of a corpus pair,
 parsed by the same protocol's server role (so a corpus pair replays as the real client sent it),
@@ -36,8 +43,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import itertools
 import random
+import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +58,9 @@ import gearman_client._packets as gp
 import workq_client._commands as wc
 from beanstalk_client import _events as be
 from beanstalk_client import _stats as bstats
+from beanstalk_client._protocol import DEFAULT_MAX_BODY_SIZE as BEANSTALK_DEFAULT_BODY
 from beanstalk_client._protocol import Connection as BeanstalkClient
+from beanstalk_client._server_protocol import DEFAULT_MAX_JOB_SIZE as BEANSTALK_DEFAULT_JOB
 from beanstalk_client._server_protocol import BadRequest as BeanstalkBadRequest
 from beanstalk_client._server_protocol import ServerConnection as BeanstalkServer
 from gearman_client import _events as ge
@@ -61,12 +72,16 @@ from jobwire._events import NEED_DATA
 from jobwire.errors import LocalProtocolError, ProtocolError, RemoteProtocolError
 from qless_client import _resp as resp
 from workq_client import _events as we
+from workq_client._protocol import MAX_FIELDS as WORKQ_DEFAULT_FIELDS
+from workq_client._protocol import MAX_RECORD_SIZE as WORKQ_DEFAULT_RECORD
 from workq_client._protocol import Connection as WorkqClient
 from workq_client._server_protocol import BadRequest as WorkqBadRequest
 from workq_client._server_protocol import ServerConnection as WorkqServer
 
 __all__ = [
     "CORPUS",
+    "HOSTILE",
+    "LARGE_ROLES",
     "PROTOCOLS",
     "ROLES",
     "Entry",
@@ -78,9 +93,13 @@ __all__ = [
     "canonical",
     "check",
     "drive",
+    "grow",
     "load_corpus",
+    "many_cuts",
     "mutate",
     "random_cuts",
+    "resp_inspect",
+    "resp_tree",
     "split",
 ]
 
@@ -93,7 +112,8 @@ BEANSTALK_MAX_JOB = 1024  # server role: max_job_size (the transcript's beanstal
 GEARMAN_MAX_BODY = 4096
 WORKQ_MAX_FIELDS = 32
 WORKQ_MAX_RECORD = 4096
-RESP_CAPS = {"max_bulk": 4096, "max_line": 1024, "max_depth": 8, "max_array": 64}
+RESP_CAPS = {"max_bulk": 4096, "max_line": 1024, "max_depth": 8, "max_array": 64,
+             "max_reply_items": 512, "max_reply_bytes": 12288}
 
 
 class FuzzFailure(AssertionError):
@@ -145,6 +165,14 @@ def random_cuts(data: bytes, rng: random.Random) -> list[bytes]:
     if len(data) < 2:
         return split(data, ())
     return split(data, (rng.randrange(1, len(data)) for _ in range(rng.randrange(1, 17))))
+
+
+def many_cuts(data: bytes, rng: random.Random, most: int = 4096) -> list[bytes]:
+    """A chunking for a large input: 2 to ``most`` chunks (log-uniform), cut anywhere."""
+    if len(data) < 2:
+        return split(data, ())
+    count = min(int(2 ** rng.uniform(1, max(1.0, most.bit_length() - 1))), len(data) - 1)
+    return split(data, (rng.randrange(1, len(data)) for _ in range(count)))
 
 
 #: Bytes that matter to line- and length-framed protocols: line ends, separators, signs, digits,
@@ -361,8 +389,8 @@ def beanstalk_commands(context: bytes) -> list[bc.Command[Any]]:
     return out
 
 
-def _beanstalk_client(context: bytes) -> BeanstalkClient:
-    core = BeanstalkClient(max_body_size=BEANSTALK_MAX_BODY)
+def _beanstalk_client(context: bytes, max_body_size: int = BEANSTALK_MAX_BODY) -> BeanstalkClient:
+    core = BeanstalkClient(max_body_size=max_body_size)
     for command in beanstalk_commands(context) or BEANSTALK_DEFAULT * 3:
         try:
             core.send(command)
@@ -465,8 +493,8 @@ def gearman_requests(context: bytes) -> tuple[list[gp.Packet], list[ga.AdminComm
     return packets, admin
 
 
-def _gearman_client(context: bytes) -> GearmanClient:
-    core = GearmanClient(max_body_size=GEARMAN_MAX_BODY)
+def _gearman_client(context: bytes, max_body_size: int = GEARMAN_MAX_BODY) -> GearmanClient:
+    core = GearmanClient(max_body_size=max_body_size)
     for packet in gearman_requests(context)[0] or GEARMAN_DEFAULT * 3:
         with contextlib.suppress(LocalProtocolError):  # one a client would refuse to send
             core.send(packet)
@@ -503,8 +531,17 @@ GEARMAN_CLIENT = Role(
     make=_gearman_client,
     buffered=lambda core: core._decoder.buffered,
     bound=gp.HEADER_SIZE + GEARMAN_MAX_BODY,
-    event_types=(gp.Packet, ge.Answer, ge.ConnectionClosed),
+    event_types=(gp.Packet, ge.Answer, ge.Unanswered, ge.ConnectionClosed),
 )
+
+
+def _admin_caps(core: Any) -> None:
+    if len(core._lines) > core.max_list_lines or core._size > core.max_list_size:
+        raise FuzzFailure(
+            f"gearman-admin: a list of {len(core._lines)} lines, {core._size} bytes held "
+            f"(caps {core.max_list_lines}, {core.max_list_size})"
+        )
+
 
 GEARMAN_ADMIN = Role(
     name="gearman-admin",
@@ -513,6 +550,7 @@ GEARMAN_ADMIN = Role(
     buffered=lambda core: len(core._buf),
     bound=ga.MAX_LINE,
     event_types=(tuple, ge.ConnectionClosed),
+    caps=_admin_caps,
     inspect=_admin_inspect,
 )
 
@@ -555,8 +593,9 @@ def workq_commands(context: bytes) -> list[wc.Command]:
     return out
 
 
-def _workq_client(context: bytes) -> WorkqClient:
-    core = WorkqClient(max_fields=WORKQ_MAX_FIELDS, max_record_size=WORKQ_MAX_RECORD)
+def _workq_client(context: bytes, max_fields: int = WORKQ_MAX_FIELDS,
+                  max_record_size: int = WORKQ_MAX_RECORD) -> WorkqClient:
+    core = WorkqClient(max_fields=max_fields, max_record_size=max_record_size)
     for command in workq_commands(context) or WORKQ_DEFAULT * 3:
         core.send(command)
     return core
@@ -614,11 +653,32 @@ def resp_command_count(context: bytes) -> int:
     return count
 
 
-def _resp_client(context: bytes) -> resp.Connection:
-    core = resp.Connection(**RESP_CAPS)
+def _resp_client(context: bytes, caps: dict[str, int] = RESP_CAPS) -> resp.Connection:
+    core = resp.Connection(**caps)
     for _ in range(resp_command_count(context) or 64):
         core.send_encoded(b"*1\r\n$4\r\nPING\r\n")
     return core
+
+
+def _resp_leaves(values: Iterable[Any], limit: int) -> tuple[int, int]:
+    """(values, bytes) in ``values`` at every depth, stopping once ``limit`` values are counted:
+    each scalar and each *empty* aggregate is one value, each string its length in bytes. A
+    lower bound of what the core counts (it counts every announced value, non-empty aggregates
+    too, and bytes on the wire), so it never blames a reply the core was right to accept."""
+    count = size = 0
+    todo = list(values)
+    while todo and count <= limit:
+        value = todo.pop()
+        if isinstance(value, dict) and value:
+            todo.extend(value.keys())
+            todo.extend(value.values())
+        elif isinstance(value, (list, tuple, set, frozenset)) and value:
+            todo.extend(value)
+        else:
+            count += 1
+            if isinstance(value, (bytes, str)):
+                size += len(value)
+    return count, size
 
 
 def _resp_caps(core: Any) -> None:
@@ -628,6 +688,34 @@ def _resp_caps(core: Any) -> None:
     for _kind, due, items in stack:
         if due + len(items) > 2 * core.max_array:
             raise FuzzFailure(f"resp-client: an aggregate of {due + len(items)} values kept")
+    # One reply in total (max_reply_items, max_reply_bytes): what the unfinished reply holds.
+    # Counted here when the cap is small (the fuzz caps); with the default caps (a million
+    # values) a count at every NEED_DATA would dominate the run, and the whole reply is
+    # counted once it is complete (resp_inspect).
+    items_cap, bytes_cap = core.max_reply_items, core.max_reply_bytes
+    if stack and items_cap <= 1 << 16:
+        count, size = _resp_leaves((v for frame in stack for v in frame[2]), items_cap)
+        _resp_totals(count, size, items_cap, bytes_cap, "an unfinished reply")
+
+
+def _resp_totals(count: int, size: int, items_cap: int, bytes_cap: int, what: str) -> None:
+    if count > items_cap:
+        raise FuzzFailure(f"resp-client: {what} holds over {count - 1} values, "
+                          f"max_reply_items {items_cap}")
+    if size > bytes_cap:
+        raise FuzzFailure(f"resp-client: {what} holds {size} bytes, max_reply_bytes {bytes_cap}")
+
+
+def resp_inspect(items_cap: int, bytes_cap: int) -> Callable[[Any], None]:
+    """The check of every complete RESP value against the reply caps the core was built with."""
+
+    def inspect(event: Any) -> None:
+        if isinstance(event, (resp.Reply, resp.Push, resp.Attribute)):
+            value = event.data if isinstance(event, resp.Push) else event.value
+            count, size = _resp_leaves([value], items_cap)
+            _resp_totals(count, size, items_cap, bytes_cap, f"a {type(event).__name__}")
+
+    return inspect
 
 
 RESP_CLIENT = Role(
@@ -638,6 +726,7 @@ RESP_CLIENT = Role(
     bound=max(RESP_CAPS["max_line"], RESP_CAPS["max_bulk"] + 2),
     event_types=(resp.Event,),
     caps=_resp_caps,
+    inspect=resp_inspect(RESP_CAPS["max_reply_items"], RESP_CAPS["max_reply_bytes"]),
 )
 
 
@@ -655,3 +744,186 @@ def role_input(role: Role, entry: Entry) -> tuple[bytes, bytes]:
     if role.feeds_on == "server":
         return entry.server, entry.client
     return entry.client, b""
+
+
+# -- large inputs -------------------------------------------------------------------------------
+
+#: Every role again, its core built with the *default* caps, as the clients and the bundled
+#: servers build it: a large input (:func:`grow`) is fed to these, since only a large input
+#: reaches a default cap (beanstalk's 65,535-byte job, Workq's 1 MiB payload and 256 keys per
+#: record, Gearman's million-line admin list, RESP's 64 KiB line and million-value reply).
+LARGE_ROLES: dict[str, tuple[Role, ...]] = {
+    "beanstalk": (
+        dataclasses.replace(
+            BEANSTALK_CLIENT, name="beanstalk-client-defaults",
+            make=functools.partial(_beanstalk_client, max_body_size=BEANSTALK_DEFAULT_BODY),
+            bound=max(bc.MAX_LINE, BEANSTALK_DEFAULT_BODY + 2)),
+        dataclasses.replace(
+            BEANSTALK_SERVER, name="beanstalk-server-defaults",
+            make=lambda context: BeanstalkServer(),
+            bound=max(bc.MAX_LINE, BEANSTALK_DEFAULT_JOB + 2)),
+    ),
+    "gearman": (
+        dataclasses.replace(
+            GEARMAN_CLIENT, name="gearman-client-defaults",
+            make=functools.partial(_gearman_client, max_body_size=gp.DEFAULT_MAX_BODY_SIZE),
+            bound=gp.HEADER_SIZE + gp.DEFAULT_MAX_BODY_SIZE),
+        dataclasses.replace(GEARMAN_ADMIN, name="gearman-admin-defaults"),
+        dataclasses.replace(
+            GEARMAN_SERVER, name="gearman-server-defaults",
+            make=lambda context: GearmanServer(),
+            bound=max(ga.MAX_LINE, gp.HEADER_SIZE + gp.DEFAULT_MAX_BODY_SIZE)),
+    ),
+    "workq": (
+        dataclasses.replace(
+            WORKQ_CLIENT, name="workq-client-defaults",
+            make=functools.partial(_workq_client, max_fields=WORKQ_DEFAULT_FIELDS,
+                                   max_record_size=WORKQ_DEFAULT_RECORD)),
+        dataclasses.replace(WORKQ_SERVER, name="workq-server-defaults"),
+    ),
+    "resp": (
+        dataclasses.replace(
+            RESP_CLIENT, name="resp-client-defaults",
+            make=functools.partial(_resp_client, caps={}),
+            bound=max(resp.DEFAULT_MAX_LINE, resp.DEFAULT_MAX_BULK + 2),
+            inspect=resp_inspect(resp.DEFAULT_MAX_REPLY_ITEMS, resp.DEFAULT_MAX_REPLY_BYTES)),
+    ),
+}
+
+#: Pieces that probe framing and caps once repeated: lines that never end, lone CR and LF,
+#: headers announcing the most a default cap allows (or one more), empty and nested aggregates.
+HOSTILE: dict[str, tuple[bytes, ...]] = {
+    "beanstalk": (
+        b"x", b"\r", b"\n", b"\r\n", b" ", b"RESERVED 1 65535\r\n", b"OK 65536\r\n",
+        b"FOUND 1 0\r\n\r\n", b"INSERTED 1\r\n", b"- x\n", b"a: 1\n", b"---\n",
+        b"put 0 0 1 65535\r\n", b"put 0 0 1 65536\r\n", b"reserve\r\n", b"use " + b"t" * 200,
+    ),
+    "gearman": (
+        b"\x00", b"\x00RES", b"\x00REQ", b"\n", b"x", b".\n", b"f\t1\t1\t1\n",
+        b"\x00RES" + struct.pack(">II", 17, 1 << 20), b"\x00RES" + struct.pack(">II", 6, 0),
+        b"\x00REQ" + struct.pack(">II", 16, 1 << 20), b"\x00REQ" + struct.pack(">II", 9, 0),
+        b"\x00REQ" + struct.pack(">II", 1, 1) + b"f", b"status\n", b"workers\n",
+    ),
+    "workq": (
+        b"x", b"\r", b"\n", b"\r\n", b"+OK\r\n", b"+OK 100\r\n", b"k v\r\n",
+        b"payload-size 1048576\r\n", b"payload ", b"-CLIENT-ERROR x\r\n",
+        b"add 6ba7b810-9dad-41d1-80b4-00c04fd430c4 q 1000 60000 1048576\r\n",
+        b"complete 6ba7b810-9dad-41d1-80b4-00c04fd430c4 1048577\r\n", b"inspect server\r\n",
+    ),
+    "resp": (
+        b"x", b"\r", b"\n", b"\r\n", b"+", b"*1\r\n", b"*1024\r\n", b"~0\r\n", b"*0\r\n",
+        b"%0\r\n", b"%1\r\n", b"_\r\n", b":1\r\n", b"$0\r\n\r\n", b"$65536\r\n", b">2\r\n",
+        b"|1\r\n", b"*16777216\r\n", b"(" + b"9" * 100, b"+OK\r\n",
+    ),
+}
+
+#: Pieces repeated inside one valid item (:func:`_frame`).
+_INNER: dict[str, tuple[bytes, ...]] = {
+    "beanstalk-client": (b"- x\n", b"a: 1\n", b"---\n", b"x", b"\r\n"),
+    "beanstalk-server": (b"x", b"\r\n", b"put 0 0 1 1\r\n"),
+    "gearman-client": (b"x", b"\x00"),
+    "gearman-admin": (b"f\t1\t1\t1\n", b"x\n", b"30 127.0.0.1 - : f g\n", b"\t\n"),
+    "gearman-server": (b"x", b"\x00"),
+    "workq-client": (b"k v\r\n", b"ready-len 2\r\n", b"x"),
+    "workq-server": (b"x", b"\r\n"),
+    "resp-client": (b"~0\r\n", b"*0\r\n", b"%0\r\n", b"_\r\n", b":1\r\n", b"$0\r\n\r\n",
+                    b"+x\r\n", b"$1\r\nx\r\n"),
+}
+
+_UUID_B = _UUID.encode()
+_PING = b"*1\r\n$4\r\nPING\r\n"
+
+
+def resp_tree(leaf: bytes, width: int, depth: int, kind: bytes = b"*") -> bytes:
+    """One RESP value: ``depth`` levels of aggregates of ``width`` elements (``kind``: ``*``
+    array, ``~`` set, ``>`` push), ``leaf`` at the bottom: ``width ** depth`` leaves."""
+    node = leaf
+    for _ in range(depth):
+        node = kind + b"%d\r\n" % width + node * width
+    return node
+
+
+def _frame(role: Role, inner: bytes, room: int, rng: random.Random) -> tuple[bytes, bytes]:
+    """One valid item of about ``room`` bytes holding ``inner`` repeated: (data, context)."""
+    body = inner * max(1, room // max(1, len(inner)))
+    name = role.name.removesuffix("-defaults")
+    if name == "beanstalk-client":
+        return b"OK %d\r\n%b\r\n" % (len(body), body), b"stats\r\n"
+    if name == "beanstalk-server":
+        return b"put 0 0 1 %d\r\n%b\r\n" % (len(body), body), b""
+    if name == "gearman-client":
+        return (b"\x00RES" + struct.pack(">II", 17, len(body)) + body,
+                b"\x00REQ" + struct.pack(">II", 16, 1) + b"e")
+    if name == "gearman-admin":
+        return body + b".\n", b"status\n"
+    if name == "gearman-server":
+        body = b"f\x00\x00" + body
+        return b"\x00REQ" + struct.pack(">II", 7, len(body)) + body, b""
+    if name == "workq-client":
+        return b"+OK 1\r\nserver %d\r\n%b" % (len(body) // len(inner), body), b"inspect server\r\n"
+    if name == "workq-server":
+        return b"add %b q 1000 60000 %d\r\n%b\r\n" % (_UUID_B, len(body), body), b""
+    if name == "resp-client":  # one reply holding leaves at every depth: width ** depth
+        depth = rng.randint(1, 4)
+        width = max(1, int((room / len(inner)) ** (1 / depth)))
+        return resp_tree(inner, width, depth, rng.choice((b"*", b"*", b"~", b">"))), _PING
+    raise ValueError(f"no frame for {role.name}")
+
+
+def _count(rng: random.Random, room: int, length: int) -> int:
+    """How many times to repeat a piece of ``length`` bytes: a few, or up to filling ``room``."""
+    if rng.random() < 0.4:
+        return rng.randint(1, 8)
+    return rng.randint(1, max(1, room // max(1, length)))
+
+
+def grow(role: Role, material: bytes, rng: random.Random, size: int) -> tuple[bytes, bytes]:
+    """A large input for ``role``, about ``size`` bytes, and its context (for a client role:
+    the commands its valid pieces answer). Up to 64 runs, each one of:
+
+    * a recorded exchange (corpus pair), repeated (its commands repeated in the context);
+    * one valid item holding a repeated piece (:func:`_frame`: a RESP tree of empty
+      aggregates or scalars, a beanstalk ``OK`` body or ``put`` job, a Gearman ECHO or
+      SUBMIT_JOB packet or admin list, a Workq record or ``add`` payload), sized to the room
+      left;
+    * a :data:`HOSTILE` piece, ``material`` (the fuzzer's own bytes), a mutated corpus half,
+      or one byte, repeated.
+    """
+    protocol = role.name.split("-", 1)[0]
+    entries = load_corpus(protocol)
+    donors = [role_input(role, e)[0] for e in entries]
+    inner = _INNER[role.name.removesuffix("-defaults")]
+    keep_context = role.feeds_on == "server"
+    # Mostly every valid run comes first and the rest after them: a large valid prefix
+    # (a core holding state from thousands of items) and then what probes it.
+    valid_first = rng.random() < 0.6
+    runs: list[tuple[bool, bytes, bytes]] = []  # (valid, data, context)
+    total = 0
+    for _ in range(64):
+        room = size - total
+        if room <= 0:
+            break
+        pick = rng.random()
+        ctx = b""
+        if pick < 0.3:
+            piece, ctx = role_input(role, rng.choice(entries))
+            count = _count(rng, room, len(piece))
+            piece, ctx = piece * count, ctx * count
+        elif pick < 0.5:
+            fill = material[:64] if material and rng.random() < 0.2 else rng.choice(inner)
+            piece, ctx = _frame(role, fill, rng.randint(1, room), rng)
+        else:
+            if pick < 0.7:
+                piece = rng.choice(HOSTILE[protocol])
+            elif pick < 0.8:
+                piece = material or b"x"
+            elif pick < 0.9:
+                piece = mutate(rng.choice(donors), rng, donors)
+            else:
+                piece = bytes([rng.choice(INTERESTING + b"x")])
+            piece *= _count(rng, room, len(piece) or 1)
+        runs.append((pick < 0.5, piece, ctx if keep_context else b""))
+        total += len(piece)
+    if valid_first:
+        runs.sort(key=lambda run: not run[0])  # stable: the order within each kind is kept
+    return b"".join(run[1] for run in runs), b"".join(run[2] for run in runs)

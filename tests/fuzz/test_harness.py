@@ -5,14 +5,16 @@ corpus is what the transcripts say.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
 from jobwire._events import NEED_DATA
 from jobwire.errors import RemoteProtocolError
+from qless_client._resp import Connection
 
-from .harness import CORPUS, FuzzFailure, Role, check, split
+from .harness import CORPUS, RESP_CAPS, RESP_CLIENT, FuzzFailure, Role, check, resp_tree, split
 from .make_corpus import transcript_pairs
 
 
@@ -125,3 +127,22 @@ def test_the_corpus_is_the_transcripts(protocol: str) -> None:
             for half, data in (("client", sent), ("server", got))}
     have = {p.name: p.read_bytes() for p in (CORPUS / protocol).iterdir()}
     assert have == want
+
+
+def test_a_resp_reply_over_its_totals_fails() -> None:
+    # A RESP core without the totals of one reply (max_reply_items, max_reply_bytes: as it was
+    # before they existed) reads 64 x 64 x 64 empty sets as one reply; the checks count them.
+    uncapped = dict(RESP_CAPS, max_reply_items=1 << 40, max_reply_bytes=1 << 40)
+    role = dataclasses.replace(RESP_CLIENT, make=lambda context: _pinged(Connection(**uncapped)))
+    data = resp_tree(b"~0\r\n", 64, 3)
+    with pytest.raises(FuzzFailure, match="max_reply_items"):
+        check(role, data, cuts=[split(data, [5, 4000, 70000])], bytewise_limit=0)
+    value = b"$4000\r\n" + b"x" * 4000 + b"\r\n"
+    data = b"*4\r\n" + value * 4  # 16 KiB of strings: only the whole reply is checked
+    with pytest.raises(FuzzFailure, match="max_reply_bytes"):
+        check(role, data, bytewise_limit=0)
+
+
+def _pinged(core: Any) -> Any:
+    core.send(["PING"])
+    return core

@@ -1,10 +1,10 @@
 """Fuzzing the RESP2/RESP3 client core (``qless_client._resp``), its only role: qless talks to a
 real Redis, so there is no server-role core (what is checked: ``harness.py``).
 
-The core is built with small caps here (max_bulk 4096, max_line 1024, max_depth 8, max_array 64)
-so that inputs of a few KiB reach every one of them. Inputs: the corpus recorded from
-redis-server 7 (RESP2, and RESP3 after HELLO 3: every type through DEBUG PROTOCOL), mutated,
-token soups, random bytes, and values over the caps.
+The core is built with small caps here (max_bulk 4096, max_line 1024, max_depth 8, max_array 64,
+max_reply_items 512, max_reply_bytes 12288) so that inputs of a few KiB reach every one of them.
+Inputs: the corpus recorded from redis-server 7 (RESP2, and RESP3 after HELLO 3: every type through
+DEBUG PROTOCOL), mutated, token soups, random bytes, and values over the caps.
 """
 
 from __future__ import annotations
@@ -17,7 +17,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jobwire.errors import RemoteProtocolError
-from qless_client._resp import DEFAULT_MAX_BULK, Connection, Reply
+from qless_client._resp import (
+    DEFAULT_MAX_BULK,
+    DEFAULT_MAX_REPLY_BYTES,
+    DEFAULT_MAX_REPLY_ITEMS,
+    Connection,
+    Reply,
+)
 
 from .harness import (
     RESP_CAPS,
@@ -28,6 +34,7 @@ from .harness import (
     load_corpus,
     random_cuts,
     resp_command_count,
+    resp_inspect,
 )
 from .strategies import chunkings, fuzz_settings, mutated, token_soup
 
@@ -75,6 +82,7 @@ _value_lines = st.sampled_from([
     b"*1", b"*2", b"*-1", b"*0", b"%1", b"~2", b"|1", b">2", b"$1\r\nx", b"$0\r\n", b"$-1",
     b":1", b":-0", b"(123456789012345678901234567890", b",1.5", b",inf", b",-nan", b"#t", b"_",
     b"+OK", b"-ERR x", b"=7\r\ntxt:abc", b"!3\r\nERR", b"*65", b"$4097", b"*?", b":+1", b",1e",
+    b"*64", b"~64", b"%32", b"$4000\r\n" + b"y" * 4000,
 ])
 
 
@@ -107,9 +115,12 @@ def test_a_set_holding_nan_compares_in_any_order() -> None:
         b"*1\r\n" * (RESP_CAPS["max_depth"] + 1) + b":1\r\n",
         b">1\r\n*1\r\n" * 4 + b">1\r\n",
         b"(" + b"9" * 5000 + b"\r\n",
+        b"*8\r\n" + (b"*64\r\n" + b"~0\r\n" * 64) * 8,
+        b"*4\r\n" + (b"$4000\r\n" + b"x" * 4000 + b"\r\n") * 4,
     ],
     ids=["long-line", "long-error", "big-bulk", "bulk-without-crlf", "wide-array", "wide-map",
-         "deep", "push-inside-a-value", "long-big-number"],
+         "deep", "push-inside-a-value", "long-big-number", "many-values-in-all",
+         "many-bytes-in-all"],
 )
 def test_refuses_input_over_the_caps(raw: bytes) -> None:
     rng = random.Random(raw)
@@ -135,6 +146,7 @@ DEFAULT_CAPS = dataclasses.replace(
     name="resp-client-default-caps",
     make=lambda context: _pinged(Connection(), 4),
     bound=DEFAULT_MAX_BULK + 2,
+    inspect=resp_inspect(DEFAULT_MAX_REPLY_ITEMS, DEFAULT_MAX_REPLY_BYTES),
 )
 
 

@@ -26,7 +26,7 @@ from gearman_client import Admin, AsyncAdmin, AsyncClient, AsyncJob, AsyncWorker
 from jobwire import ConnectFailed, ConnectionLost, TLSError
 
 from ..conftest import free_port, stop_process
-from ..tlsrelay import Certs, Relay, make_certs, untrusted_context
+from ..tlsrelay import Certs, Relay, make_certs, silent_peer, untrusted_context
 from .conftest import ROOT, GearmanServer, gearmand_binary, need, start_gearman
 
 
@@ -259,3 +259,95 @@ def test_debian_gearmand_ssl_flags_give_plaintext(gearmand_ssl: int, certs: Cert
         client.echo(b"x")
     with Client(("127.0.0.1", gearmand_ssl), timeout=5) as client:
         assert client.echo(b"plain") == b"plain"
+
+
+@pytest.mark.parametrize("timeout", [None, 30.0])
+def test_tls_to_a_silent_peer_is_a_tls_error_at_connect_timeout(
+    certs: Certs, timeout: float | None
+) -> None:
+    # A peer that accepts and never answers the ClientHello: bounded by connect_timeout even
+    # when replies may take for ever (timeout=None), and the same TLSError as any refusal.
+    expected = r"no TLS handshake within 0\.3 s"
+    with silent_peer() as port:
+        address = ("127.0.0.1", port)
+        tls = {"ssl": certs.client_context(), "server_hostname": "localhost",
+               "timeout": timeout, "connect_timeout": 0.3}
+        with Client(address, **tls) as client, pytest.raises(TLSError, match=expected):
+            client.echo(b"x")
+        with pytest.raises(TLSError, match=expected), Admin(address, **tls) as admin:
+            admin.version()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("timeout", [None, 30.0])
+async def test_async_tls_to_a_silent_peer_is_a_tls_error_at_connect_timeout(
+    certs: Certs, timeout: float | None
+) -> None:
+    expected = r"no TLS handshake within 0\.3 s"
+    with silent_peer() as port:
+        address = ("127.0.0.1", port)
+        tls = {"ssl": certs.client_context(), "server_hostname": "localhost",
+               "timeout": timeout, "connect_timeout": 0.3}
+        async with AsyncClient(address, **tls) as client:
+            with pytest.raises(TLSError, match=expected):
+                await client.echo(b"x")
+        admin = AsyncAdmin(address, **tls)
+        with pytest.raises(TLSError, match=expected):
+            await admin.__aenter__()
+        await admin.aclose()
+
+
+@pytest.fixture(scope="module")
+def mtls_address(certs: Certs) -> Iterator[tuple[str, int]]:
+    """The bundled server serving mutual TLS (``--tls-client-ca``): the test CA's clients."""
+    server = start_gearman("bundled", extra=certs.mtls_args)
+    yield ("localhost", server.port)
+    server.stop()
+
+
+def test_mutual_tls_serves_only_clients_of_the_ca(
+    mtls_address: tuple[str, int], certs: Certs
+) -> None:
+    with Client(mtls_address, ssl=certs.client_context(cert=True), timeout=5) as client:
+        assert client.echo(b"mtls") == b"mtls"
+    with Admin(mtls_address, ssl=certs.client_context(cert=True), timeout=5) as admin:
+        assert admin.version()
+    for refused in (certs.client_context(), certs.foreign_client_context()):
+        with Client(mtls_address, ssl=refused, timeout=5) as client, pytest.raises(
+            TLSError, match="certificate"
+        ):
+            client.echo(b"x")
+        with pytest.raises(TLSError, match="certificate"), Admin(
+            mtls_address, ssl=refused, timeout=5
+        ) as admin:
+            admin.version()
+
+
+@pytest.mark.anyio
+async def test_async_mutual_tls_serves_only_clients_of_the_ca(
+    mtls_address: tuple[str, int], certs: Certs
+) -> None:
+    async with AsyncClient(mtls_address, ssl=certs.client_context(cert=True)) as client:
+        assert await client.echo(b"mtls") == b"mtls"
+    for refused in (certs.client_context(), certs.foreign_client_context()):
+        async with AsyncClient(mtls_address, ssl=refused, timeout=5) as client:
+            with pytest.raises(TLSError, match="certificate"):
+                await client.echo(b"x")
+
+
+@pytest.mark.anyio
+async def test_worker_with_a_client_certificate(
+    mtls_address: tuple[str, int], certs: Certs
+) -> None:
+    async def handler(job: AsyncJob) -> bytes:
+        return b"mtls:" + job.data
+
+    context = certs.client_context(cert=True)
+    worker = AsyncWorker(mtls_address, ssl=context)
+    function = f"mtls-w-{uuid.uuid4().hex[:8]}"
+    worker.register(function, handler)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker.run)
+        async with AsyncClient(mtls_address, ssl=context, timeout=10) as client:
+            assert await client.submit(function, b"x") == b"mtls:x"
+        worker.stop()

@@ -183,6 +183,20 @@ def test_max_bulk_against_the_real_server(redis_server: RedisServer, key: str) -
         assert redis.connections == 2
 
 
+def test_reply_caps_against_the_real_server(redis_server: RedisServer, key: str) -> None:
+    # One reply as a whole: values at every level, and bytes on the wire.
+    with Redis(redis_server.url, max_reply_items=10, max_reply_bytes=200) as redis:
+        redis.execute("RPUSH", key, *range(9))
+        assert redis.execute("LRANGE", key, 0, -1) == [b"%d" % i for i in range(9)]  # 10 values
+        redis.execute("RPUSH", key, 9)
+        with pytest.raises(RemoteProtocolError, match="max_reply_items 10"):
+            redis.execute("LRANGE", key, 0, -1)
+        redis.execute("SET", key + "b", b"x" * 300)
+        with pytest.raises(RemoteProtocolError, match="max_reply_bytes 200"):
+            redis.execute("GET", key + "b")
+        assert redis.execute("LLEN", key) == 10  # a new connection
+
+
 def test_a_timeout_closes_the_connection_and_the_next_call_reopens_it(
     redis_server: RedisServer,
 ) -> None:
@@ -520,9 +534,12 @@ async def test_async_resp3_auth_and_select(auth_redis: RedisServer, key: str) ->
 async def test_async_server_killed_mid_call(fresh_redis: RedisServer) -> None:
     async with AsyncRedis(fresh_redis.url) as redis:
         assert await redis.execute("PING") == "PONG"
-        threading.Timer(0.3, fresh_redis.kill).start()
+        killer = threading.Timer(0.3, fresh_redis.kill)
+        killer.start()
         with pytest.raises(ConnectionLost):
             await redis.execute("DEBUG", "SLEEP", "5")
+        # As in the sync test: the process must be gone before the next connect.
+        await anyio.to_thread.run_sync(killer.join)
         for _ in range(2):  # each call tries to connect again
             with pytest.raises(ConnectFailed):
                 await redis.execute("PING")

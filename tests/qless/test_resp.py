@@ -360,6 +360,83 @@ def test_depth_cap() -> None:
         parse(b"*1\r\n" * 100_000)  # no recursion: the cap, not a RecursionError
 
 
+# -- one reply as a whole: values and bytes at every level of nesting ---------------------------
+
+
+def count_values(value: Any) -> int:
+    """How many values ``encode(value)`` holds, the value itself and a map's keys included."""
+    if isinstance(value, (list, set)):
+        return 1 + sum(count_values(v) for v in value)
+    if isinstance(value, dict):
+        return 1 + sum(count_values(k) + count_values(v) for k, v in value.items())
+    return 1
+
+
+def test_reply_items_cap_counts_every_level() -> None:
+    nested = b"*2\r\n*2\r\n:1\r\n:2\r\n%1\r\n+k\r\n~0\r\n"  # 1 + 2 + 2 + 2 values
+    assert parse(nested, max_reply_items=7) == [Reply([[1, 2], {"k": set()}])]
+    with pytest.raises(RemoteProtocolError, match="max_reply_items 6"):
+        parse(nested, max_reply_items=6)
+    # Each reply has its own count: two replies at the cap both pass.
+    assert parse(nested * 2, max_reply_items=7) == [Reply([[1, 2], {"k": set()}])] * 2
+    # Refused at the header that announces too many, before its elements arrive.
+    with pytest.raises(RemoteProtocolError, match="max_reply_items"):
+        parse(b"*1\r\n*5\r\n", max_reply_items=5)
+
+
+def test_reply_bytes_cap_counts_lines_and_bodies() -> None:
+    data = b"*2\r\n$3\r\nabc\r\n:1\r\n"  # 4 + 4 + 5 + 4 bytes
+    assert parse(data, max_reply_bytes=17) == [Reply([b"abc", 1])]
+    with pytest.raises(RemoteProtocolError, match="max_reply_bytes 16"):
+        parse(data, max_reply_bytes=16)
+    # A bulk string that would pass the total is refused at its header, its body not awaited.
+    with pytest.raises(RemoteProtocolError, match="max_reply_bytes"):
+        parse(b"*1\r\n$1000\r\n", max_reply_bytes=100)
+    assert parse(data * 3, max_reply_bytes=17) == [Reply([b"abc", 1])] * 3
+
+
+def test_the_reply_caps_must_be_positive_ints() -> None:
+    for caps in ({"max_reply_items": 0}, {"max_reply_bytes": -1}, {"max_reply_items": True}):
+        with pytest.raises(LocalProtocolError):
+            Connection(**caps)
+
+
+def test_empty_sets_nested_are_refused_with_the_default_caps() -> None:
+    # The audit's input: 8 MB of empty sets, nested so that no aggregate passes max_array. It
+    # was two million Python sets (449 MB); now refused once the reply passes 2**20 values.
+    raw = b"*2048\r\n" + (b"*1024\r\n" + b"~0\r\n" * 1024) * 2048
+    conn = Connection()
+    conn.send(["PING"])
+    with pytest.raises(RemoteProtocolError, match="max_reply_items 1048576"):
+        for start in range(0, len(raw), 1 << 16):
+            conn.receive_data(raw[start:start + (1 << 16)])
+            assert drain(conn) == []
+    with pytest.raises(RemoteProtocolError):  # poisoned
+        conn.next_event()
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_values, data=st.data())
+def test_reply_caps_refuse_exactly_what_passes_them(value: Any, data: st.DataObject) -> None:
+    raw = encode(value)
+    items, size = count_values(value), len(raw)
+    max_items = data.draw(st.integers(1, items + 2), label="max_reply_items")
+    max_bytes = data.draw(st.integers(4, size + 2), label="max_reply_bytes")
+    cuts = data.draw(st.lists(st.integers(0, len(raw)), max_size=10))
+    caps = {"max_reply_items": max_items, "max_reply_bytes": max_bytes}
+    if items <= max_items and size <= max_bytes:
+        events = parse(raw + raw, cuts, **caps)  # the second reply counts afresh
+        assert len(events) == 2
+        for event in events:
+            if isinstance(value, ErrorReply):
+                assert event == value
+            else:
+                assert isinstance(event, Reply) and same(value, event.value), (value, event)
+    else:
+        with pytest.raises(RemoteProtocolError, match="max_reply_"):
+            parse(raw, cuts, **caps)
+
+
 def test_default_depth_is_accepted_one_byte_at_a_time() -> None:
     data = b"*1\r\n" * 64 + b"$1\r\nx\r\n"
     (reply,) = parse(data, list(range(len(data))))

@@ -29,6 +29,7 @@ from qless_client import (
 )
 from tests.conftest import free_port
 
+from ..tlsrelay import silent_peer
 from .conftest import RedisServer, _spawn, redis_binary
 
 trustme = pytest.importorskip("trustme", reason="trustme (a test dependency) is not installed")
@@ -39,6 +40,7 @@ class TLSRedis:
     server: RedisServer
     tls_port: int
     context: ssl.SSLContext  # trusts the test CA
+    cert_context: ssl.SSLContext  # the same, presenting a client certificate from the test CA
 
     @property
     def url(self) -> str:
@@ -47,6 +49,17 @@ class TLSRedis:
 
 @pytest.fixture(scope="module")
 def tls_redis() -> Iterator[TLSRedis]:
+    yield from _tls_redis(auth_clients=False)
+
+
+@pytest.fixture(scope="module")
+def mtls_redis() -> Iterator[TLSRedis]:
+    """redis-server with ``--tls-auth-clients yes``: only clients with a certificate from the
+    test CA are served."""
+    yield from _tls_redis(auth_clients=True)
+
+
+def _tls_redis(*, auth_clients: bool) -> Iterator[TLSRedis]:
     ca = trustme.CA()
     cert = ca.issue_cert("localhost")  # not 127.0.0.1: the host name check is tested too
     folder = tempfile.mkdtemp(prefix="jobwire-redis-tls-")
@@ -58,13 +71,18 @@ def tls_redis() -> Iterator[TLSRedis]:
     args = [
         redis_binary(), "--bind", "127.0.0.1", "--port", str(port), "--tls-port", str(tls_port),
         "--tls-cert-file", cert_file, "--tls-key-file", key_file, "--tls-ca-cert-file", ca_file,
-        "--tls-auth-clients", "no", "--save", "", "--appendonly", "no", "--dir", folder,
+        "--tls-auth-clients", "yes" if auth_clients else "no",
+        "--save", "", "--appendonly", "no", "--dir", folder,
         "--unixsocket", os.path.join(folder, "redis.sock"),
     ]
     server = RedisServer(_spawn(args, port), port, os.path.join(folder, "redis.sock"), args)
     context = ssl.create_default_context()
     ca.configure_trust(context)
-    yield TLSRedis(server, tls_port, context)
+    client_cert = ca.issue_cert("client@example.org")
+    cert_context = ssl.create_default_context()
+    ca.configure_trust(cert_context)
+    client_cert.configure_cert(cert_context)
+    yield TLSRedis(server, tls_port, context, cert_context)
     server.stop()
 
 
@@ -194,3 +212,50 @@ async def test_workers_over_tls(tls_redis: TLSRedis) -> None:
             assert job is not None and job.state == "complete"
     with pytest.raises(TypeError, match="ssl="):
         Worker(url, queues=["tls-w"], ssl="yes")
+
+
+@pytest.mark.parametrize("timeout", [None, 30.0])
+def test_tls_to_a_silent_peer_is_a_tls_error_at_connect_timeout(
+    tls_redis: TLSRedis, timeout: float | None
+) -> None:
+    # A peer that accepts and never answers the ClientHello: bounded by connect_timeout even
+    # when replies may take for ever (timeout=None), and the same TLSError as any refusal.
+    with silent_peer() as port, pytest.raises(TLSError, match=r"no TLS handshake within 0\.3 s"):
+        Redis(("127.0.0.1", port), ssl=tls_redis.context, server_hostname="localhost",
+              timeout=timeout, connect_timeout=0.3)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("timeout", [None, 30.0])
+async def test_async_tls_to_a_silent_peer_is_a_tls_error_at_connect_timeout(
+    tls_redis: TLSRedis, timeout: float | None
+) -> None:
+    with silent_peer() as port:
+        redis = AsyncRedis(("127.0.0.1", port), ssl=tls_redis.context,
+                           server_hostname="localhost", timeout=timeout, connect_timeout=0.3)
+        with pytest.raises(TLSError, match=r"no TLS handshake within 0\.3 s"):
+            await redis.connect()
+        await redis.aclose()
+
+
+def test_client_certificate_with_tls_auth_clients(mtls_redis: TLSRedis) -> None:
+    with Redis(mtls_redis.url, ssl=mtls_redis.cert_context, timeout=5) as redis:
+        assert redis.execute("PING") == "PONG"
+    with Client(mtls_redis.url, ssl=mtls_redis.cert_context, db=5) as client:
+        client.queue("mtls").put("K", 1)
+        assert client.queue("mtls").pop() is not None
+    with pytest.raises(TLSError, match="certificate"), Redis(  # no client certificate
+        mtls_redis.url, ssl=mtls_redis.context, timeout=5
+    ) as redis:
+        redis.execute("PING")
+
+
+@pytest.mark.anyio
+async def test_async_client_certificate_with_tls_auth_clients(mtls_redis: TLSRedis) -> None:
+    async with AsyncRedis(mtls_redis.url, ssl=mtls_redis.cert_context, timeout=5) as redis:
+        assert await redis.execute("PING") == "PONG"
+    redis = AsyncRedis(mtls_redis.url, ssl=mtls_redis.context, timeout=5)
+    with pytest.raises(TLSError, match="certificate"):
+        await redis.connect()
+        await redis.execute("PING")
+    await redis.aclose()

@@ -17,7 +17,7 @@ from jobwire import ConnectFailed, ConnectionLost, TLSError
 from workq_client import AsyncClient, AsyncWorker, Client, JobContext
 from workq_client.errors import DuplicateJob
 
-from ..tlsrelay import Certs, make_certs, untrusted_context
+from ..tlsrelay import Certs, make_certs, silent_peer, untrusted_context
 from .conftest import WorkqServer, start_workq_server
 
 
@@ -178,3 +178,71 @@ async def test_worker_over_tls(tls_port: int, context: ssl.SSLContext, qname: st
             result = await client.run(qname, b"x", wait=5)
             worker.stop()
         assert result.data == b"tls:x"
+
+
+@pytest.mark.parametrize("timeout", [None, 30.0])
+def test_tls_to_a_silent_peer_is_a_tls_error_at_connect_timeout(
+    certs: Certs, timeout: float | None
+) -> None:
+    # A peer that accepts and never answers the ClientHello: bounded by connect_timeout even
+    # when replies may take for ever (timeout=None), and the same TLSError as any refusal.
+    with silent_peer() as port, pytest.raises(TLSError, match=r"no TLS handshake within 0\.3 s"):
+        Client(("127.0.0.1", port), ssl=certs.client_context(), server_hostname="localhost",
+               timeout=timeout, connect_timeout=0.3)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("timeout", [None, 30.0])
+async def test_async_tls_to_a_silent_peer_is_a_tls_error_at_connect_timeout(
+    certs: Certs, timeout: float | None
+) -> None:
+    with silent_peer() as port:
+        client = AsyncClient(("127.0.0.1", port), ssl=certs.client_context(),
+                             server_hostname="localhost", timeout=timeout, connect_timeout=0.3)
+        with pytest.raises(TLSError, match=r"no TLS handshake within 0\.3 s"):
+            await client.connect()
+        await client.aclose()
+
+
+@pytest.fixture(scope="module")
+def mtls_port(certs: Certs) -> Iterator[int]:
+    """The bundled server serving mutual TLS (``--tls-client-ca``): the test CA's clients."""
+    server = start_workq_server(args=certs.mtls_args)
+    yield server.port
+    server.stop()
+
+
+def test_mutual_tls_serves_only_clients_of_the_ca(
+    mtls_port: int, certs: Certs, qname: str
+) -> None:
+    with Client(("localhost", mtls_port), ssl=certs.client_context(cert=True),
+                timeout=5) as client:
+        client.add(qname, b"mtls")
+    for refused in (certs.client_context(), certs.foreign_client_context()):
+        with pytest.raises(TLSError, match="certificate"), Client(
+            ("localhost", mtls_port), ssl=refused, timeout=5
+        ) as client:
+            client.add(qname, b"x")
+
+
+@pytest.mark.anyio
+async def test_async_mutual_tls_and_a_worker_with_a_client_certificate(
+    mtls_port: int, certs: Certs, qname: str
+) -> None:
+    async def handler(job: JobContext) -> bytes:
+        return b"mtls:" + job.payload
+
+    context = certs.client_context(cert=True)
+    worker = AsyncWorker(("localhost", mtls_port), qname, ssl=context, wait=0.5)
+    async with AsyncClient(("localhost", mtls_port), ssl=context, timeout=10) as client:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(worker.run, handler)
+            result = await client.run(qname, b"x", wait=5)
+            worker.stop()
+        assert result.data == b"mtls:x"
+    for refused in (certs.client_context(), certs.foreign_client_context()):
+        client = AsyncClient(("localhost", mtls_port), ssl=refused, timeout=5)
+        with pytest.raises(TLSError, match="certificate"):
+            await client.connect()
+            await client.add(qname, b"x")
+        await client.aclose()
