@@ -268,8 +268,10 @@ def test_gearman_fanout(fresh_gearman: GearmanServer) -> None:
         for handle in handles:  # finished: the server holds none of them any more
             assert not client.get_status(handle).known
     with GearmanAdmin(fresh_gearman.url) as admin:
-        [resize] = [s for s in admin.status() if s.function == "resize"]
-        assert (resize.queued, resize.running) == (0, 0)
+        # gearmand keeps a row (0 queued, 0 running) for every function it has seen; the
+        # bundled server forgets a function nobody serves or queues (docs/gearman.md).
+        rows = [(s.queued, s.running) for s in admin.status() if s.function == "resize"]
+        assert rows in ([(0, 0)], [])
 
 
 def test_workq_run_and_result(fresh_workq_server: WorkqServer) -> None:

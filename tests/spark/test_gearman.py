@@ -85,6 +85,14 @@ def drain_pipelined(server: GearmanServer, function: str, n: int) -> list[bytes]
             seen.extend(job.data for job in assigned)
             sock.sendall(b"".join(pk.encode_packet(pk.WorkComplete(job.handle, b""), pk.REQ)
                                   for job in assigned))
+        # The server answers one connection in order: once the echo is back, every
+        # WORK_COMPLETE before it was handled (a server may serve other connections meanwhile).
+        sock.sendall(pk.encode_packet(pk.EchoReq(b"done"), pk.REQ))
+        while not isinstance(packet := decoder.next_packet(), pk.EchoRes):
+            if packet is None:
+                data = sock.recv(1 << 20)
+                assert data, "the server closed the connection"
+                decoder.feed(data)
     return seen
 
 
