@@ -68,7 +68,7 @@ NOTES = {
              "with a raw socket on the same server, not against Workq's own speed.",
     "qless": "The raw socket sends the very bytes jobwire sends (the same `EVALSHA`, "
              "prebuilt); the Lua script is most of the cost, in redis-server. qless-py 0.11.4 "
-             "fails every call on Redis 7 (see docs/qless.md).",
+             "runs its own qless-core script, made Redis 7-safe in memory (docs/qless.md).",
 }
 
 
