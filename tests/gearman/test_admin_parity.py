@@ -20,7 +20,7 @@ from gearman_client import _packets as pk
 from gearman_client._events import NEED_DATA
 from gearman_client._protocol import Connection
 
-from .conftest import GearmanServer, need
+from .conftest import GearmanServer, need, wait_for
 
 
 def gearadmin(server: GearmanServer, *args: str) -> subprocess.CompletedProcess[bytes]:
@@ -79,13 +79,6 @@ def raw(fresh_gearman: GearmanServer) -> Iterator[Any]:
     yield open_
     for one in opened:
         one.close()
-
-
-def wait_for(predicate: Any, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.02)
 
 
 def test_created_function_keeps_its_full_name(fresh_gearman: GearmanServer, function: str) -> None:

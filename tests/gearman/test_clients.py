@@ -42,16 +42,7 @@ from jobwire.errors import (
 )
 
 from ..conftest import free_port
-from .conftest import GEARMAN_KINDS, GearmanServer, need, start_gearman
-
-
-def wait_for(predicate: Any, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached")
-        time.sleep(0.02)
-
+from .conftest import GEARMAN_KINDS, GearmanServer, need, start_gearman, wait_for
 
 # -- sync client and worker ---------------------------------------------------------------------
 

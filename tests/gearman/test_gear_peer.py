@@ -15,7 +15,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -29,7 +29,7 @@ from gearman_client.errors import JobException, JobFailed
 from jobwire.errors import OperationTimeout
 from jobwire.testing import free_port, spawn, stop_process, unavailable, wait_listening
 
-from .conftest import GearmanServer
+from .conftest import GearmanServer, wait_for
 
 pytestmark = pytest.mark.filterwarnings("ignore:notifyAll:DeprecationWarning")
 
@@ -66,14 +66,6 @@ def gear_server() -> Iterator[GearmanServer]:
     srv = GearmanServer("gear", proc, port)
     yield srv
     srv.stop()
-
-
-def wait_for(predicate: Callable[[], object], what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never happened: {what}")
-        time.sleep(0.02)
 
 
 def queued(server: GearmanServer, function: str) -> tuple[int, int, int] | None:
