@@ -29,13 +29,13 @@ slowest answers, with the smallest and the largest. Writes
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import socket
 import statistics
 import struct
+import subprocess
 import sys
-import threading
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -117,43 +117,70 @@ def probe(sock: socket.socket, scenario: Scenario) -> float:
     return time.monotonic() - start
 
 
+#: The flooding client, run as its own process: in this one its threads would share the
+#: probe's GIL, and the probe would wait for them (up to the 5 ms switch interval per wait)
+#: however fast the server answered. It connects, prints ``served`` once the first reply is
+#: in, floods until a line arrives on its stdin, then prints the bytes it sent.
+FLOOD_CLIENT = """
+import contextlib, socket, sys, threading
+host, port, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+block = open(path, "rb").read()
+sock = socket.create_connection((host, port), timeout=10)
+sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+sock.settimeout(None)
+stop = threading.Event()
+sent = 0
+def send():
+    global sent
+    with contextlib.suppress(OSError):
+        while not stop.is_set():
+            sock.sendall(block)
+            sent += len(block)
+def read():
+    first = True
+    with contextlib.suppress(OSError):
+        while chunk := sock.recv(1 << 16):
+            if first:
+                print("served", flush=True)
+                first = False
+threads = [threading.Thread(target=send, daemon=True), threading.Thread(target=read, daemon=True)]
+for thread in threads:
+    thread.start()
+sys.stdin.readline()
+stop.set()
+with contextlib.suppress(OSError):
+    sock.shutdown(socket.SHUT_RDWR)
+sock.close()
+print(sent, flush=True)
+"""
+
+
 class Flood:
-    """One connection sending pipelined commands as fast as the server takes them, its replies
-    read (and dropped) by a second thread as fast as they come."""
+    """One connection, in its own process, sending pipelined commands as fast as the server
+    takes them, its replies read (and dropped) by a second thread as fast as they come."""
 
     def __init__(self, port: int, scenario: Scenario) -> None:
-        self.sock = socket.create_connection((HOST, port), timeout=10)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.block = b"".join(scenario.flood() for _ in range(2000))
-        self.stop = threading.Event()
+        self._block = tempfile.NamedTemporaryFile(suffix=".flood")  # noqa: SIM115 - closed on exit
+        self._block.write(b"".join(scenario.flood() for _ in range(2000)))
+        self._block.flush()
+        self._port = port
         self.sent = 0
-        self.received = 0
-        self._threads = [threading.Thread(target=self._send, daemon=True),
-                         threading.Thread(target=self._read, daemon=True)]
-
-    def _send(self) -> None:
-        with contextlib.suppress(OSError):
-            while not self.stop.is_set():
-                self.sock.sendall(self.block)
-                self.sent += len(self.block)
-
-    def _read(self) -> None:
-        with contextlib.suppress(OSError):
-            while chunk := self.sock.recv(1 << 16):
-                self.received += len(chunk)
 
     def __enter__(self) -> Flood:
-        for thread in self._threads:
-            thread.start()
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", FLOOD_CLIENT, HOST, str(self._port), self._block.name],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline()  # the flood is being served
+        if line.strip() != "served":
+            self.__exit__()
+            raise RuntimeError(f"the flooding client failed: {line!r}")
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)
-        self.sock.close()
-        for thread in self._threads:
-            thread.join(10)
+        out, _ = self._proc.communicate("stop\n", timeout=30)
+        self.sent = int(out.split()[-1]) if out.split() else 0
+        self._block.close()
 
 
 def run_once(scenario: Scenario, tree: Path | None, seconds: float) -> dict[str, Any]:
@@ -169,10 +196,8 @@ def run_once(scenario: Scenario, tree: Path | None, seconds: float) -> dict[str,
                 _read_exactly(sock, len(scenario.setup_reply))
         idle = _probe_for(port, scenario, seconds)
         with Flood(port, scenario) as flood:
-            while flood.received == 0:  # the flood is being served
-                time.sleep(0.01)
             flooded = _probe_for(port, scenario, seconds)
-            flood_mb = flood.sent / 1e6
+        flood_mb = flood.sent / 1e6
     finally:
         server.stop()
     return {"idle": idle, "flood": flooded, "flood_mb": flood_mb}

@@ -18,12 +18,12 @@ What protects a server from its clients (the same in all three):
 * **Limits** (:class:`~jobwire._listen.Limits`; all off by default, as in beanstalkd and
   gearmand): a connection limit (one over it is accepted and closed at once), an idle timeout
   and a per-command ("line") timeout.
-* **A bounded share of the loop** (:data:`TURN`): a connection task yields to the event loop
-  after every ``TURN`` commands it ran (a read counting one per :data:`TURN_READ_UNIT` bytes),
-  even when more of its commands are already buffered and its replies are taken at once.
-  Reads and sends that the kernel serves at once never wait, so without this one client
-  flooding pipelined commands (and reading its replies) kept every other connection waiting
-  until its input ran dry: seconds.
+* **A bounded share of the loop** (:class:`Turn`): a connection task yields to the event loop
+  after :data:`TURN` commands (a read counting one per :data:`TURN_READ_UNIT` bytes) or
+  :data:`TURN_SECONDS` of work, whichever comes first, even when more of its commands are
+  already buffered and its replies are taken at once. Reads and sends that the kernel serves
+  at once never wait, so without this one client flooding pipelined commands (and reading
+  its replies) kept every other connection waiting until its input ran dry: seconds.
 * **TLS** (:func:`~jobwire._listen.server_tls_context`): the handshake runs in the connection's
   own task, under a deadline, so a plaintext or silent client costs one task for a few
   seconds at most; a plaintext client is disconnected when its first bytes fail the handshake.
@@ -51,7 +51,8 @@ from ._url import Address, TCPAddress, UnixAddress
 from .errors import JobwireConnectionError
 
 __all__ = [
-    "BROKEN", "CLOSE", "OUTPUT_CAP", "TURN", "TURN_READ_UNIT", "Gate", "InOrderConnection",
+    "BROKEN", "CLOSE", "OUTPUT_CAP", "TURN", "TURN_READ_UNIT", "TURN_SECONDS", "Gate",
+    "InOrderConnection", "Turn",
     "Scheduler", "ServeConnection",
     "TimedOut", "WaitingConn", "accept_loop", "close_listening", "drop_unread",
     "next_partial_since", "peer_name", "receive_within", "send_within",
@@ -71,6 +72,9 @@ TURN = 64
 #: Bytes read that count as one command towards :data:`TURN` (a large command arriving takes
 #: its share too: one read of 64 KiB counts 16).
 TURN_READ_UNIT = 4096
+#: Seconds of work after which a connection's turn ends whatever its count: commands differ
+#: in cost (a Gearman submit costs several beanstalk puts), and the others' wait is time.
+TURN_SECONDS = 0.0002
 #: The longest a TLS handshake may take (shorter with a smaller idle or line timeout).
 TLS_HANDSHAKE_TIMEOUT = 10.0
 
@@ -78,6 +82,45 @@ TLS_HANDSHAKE_TIMEOUT = 10.0
 ServeConnection = Callable[[AsyncStream], Coroutine[Any, Any, None]]
 #: What breaks a connection: the socket failed, or the peer reset it.
 BROKEN = (JobwireConnectionError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
+
+
+class Turn:
+    """One connection's bounded share of the event loop: its task calls :meth:`ran` after each
+    command (and :meth:`read` after each read), and yields (:meth:`next`) when that says the
+    share is spent: :data:`TURN` commands (a read counting one per :data:`TURN_READ_UNIT`
+    bytes) or :data:`TURN_SECONDS` since the turn began. A read or send that had to wait on
+    the loop (the stream's ``waits`` moved) already let the others run: a new turn begins.
+    """
+
+    __slots__ = ("_ends", "_left", "_stream", "_waits")
+
+    def __init__(self, stream: AsyncStream) -> None:
+        self._stream = stream
+        self._begin()
+
+    def _begin(self) -> None:
+        self._left = TURN
+        self._ends = time.monotonic() + TURN_SECONDS
+        self._waits = self._stream.waits
+
+    def read(self, size: int) -> bool:
+        """``size`` bytes were read: True when the turn is spent."""
+        if self._stream.waits != self._waits:
+            self._begin()
+        self._left -= size // TURN_READ_UNIT
+        return self._left <= 0 or time.monotonic() >= self._ends
+
+    def ran(self) -> bool:
+        """One command ran: True when the turn is spent."""
+        if self._stream.waits != self._waits:
+            self._begin()
+        self._left -= 1
+        return self._left <= 0 or time.monotonic() >= self._ends
+
+    async def next(self) -> None:
+        """Let the other tasks run, then begin a new turn."""
+        await anyio.lowlevel.checkpoint()
+        self._begin()
 
 
 class TimedOut(Exception):
@@ -366,10 +409,9 @@ class InOrderConnection:
 
     * **One send per read chunk.** Every complete command in a chunk (up to 64 KiB) is answered
       and the replies go out in one ``send``.
-    * **A bounded share of the loop.** After every :data:`TURN` commands (a read counting one
-      per :data:`TURN_READ_UNIT` bytes) the task yields to the event loop before it goes on,
-      so another connection is answered while this one floods the server. The replies of the
-      chunk still go out in one ``send``.
+    * **A bounded share of the loop** (:class:`Turn`). When its turn is spent the task yields
+      to the event loop before it goes on, so another connection is answered while this one
+      floods the server. The replies of the chunk still go out in one ``send``.
     * **A waiting command holds the line.** The replies before it are sent; then the socket is
       only watched (up to ``wait_buffer_cap`` bytes are read ahead, then TCP pushes back) until
       the state answers it. The answer cancels the pending read; no data is lost.
@@ -496,13 +538,10 @@ class InOrderConnection:
         cap = self._output_cap
         timed = self._limits is not None
         partial_since: float | None = None
-        left = TURN  # commands this task may still run before it lets the others run
+        turn = Turn(self.stream)
         while True:
-            if not self._eof:
-                left -= await self._receive_in_time(partial_since) // TURN_READ_UNIT
-                if left <= 0:  # a large command arriving takes its share too
-                    left = TURN
-                    await anyio.lowlevel.checkpoint()
+            if not self._eof and turn.read(await self._receive_in_time(partial_since)):
+                await turn.next()  # a large command arriving takes its share too
             out: list[bytes] = []
             size = 0
             answered = False
@@ -532,10 +571,8 @@ class InOrderConnection:
                 if size >= cap:  # back-pressure: no more commands until these are taken
                     await self._send(b"".join(out))
                     out, size = [], 0
-                left -= 1
-                if left <= 0:  # this connection had its share: the others run, then it goes on
-                    left = TURN
-                    await anyio.lowlevel.checkpoint()
+                if turn.ran():  # this connection had its share: the others run, then it goes on
+                    await turn.next()
             if out:
                 await self._send(b"".join(out))
             if timed:

@@ -181,9 +181,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import anyio
 
+    from jobwire._heap import freeze_survivors
+
     if args.verbose:
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format=f"{PROG}[%(process)d]: %(message)s")
+    freeze_survivors()  # full collections would stop the flooded server (jobwire._heap)
     anyio.run(_run, sockets, unix_path, max_job_size, early, limits, ssl_context,
               args.max_memory, backend="asyncio")
     return 0

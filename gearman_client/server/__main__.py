@@ -174,10 +174,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import anyio
 
+    from jobwire._heap import freeze_survivors
+
     logging.basicConfig(
         level=logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else
         logging.WARNING, stream=sys.stderr, format="%(asctime)s %(message)s",
     )
+    freeze_survivors()  # full collections would stop the flooded server (jobwire._heap)
     anyio.run(_main, sockets, args, early, limits, ssl_context)
     return 0
 

@@ -6,8 +6,8 @@ Everything that decides anything lives in ``_state.py`` (no awaits) and ``_serve
 * **Reader task.** Reads a chunk, runs every complete request in it against the state, and lets
   the writer send what was produced. Bad magic, an unknown type or garbage closes that
   connection (as gearmand does) and nothing else.
-* **A bounded share of the loop.** The reader yields to the event loop after every ``TURN``
-  requests (a read counting one per ``TURN_READ_UNIT`` bytes, ``jobwire._serving``), so
+* **A bounded share of the loop.** The reader yields to the event loop when its turn is spent
+  (``jobwire._serving.Turn``: a number of requests or a fraction of a millisecond), so
   another connection is answered while this one floods the server.
 * **Writer task.** The state queues packets for *other* connections too (WORK_* to attached
   clients, NOOP to sleeping workers), so each connection has one writer, woken by
@@ -45,11 +45,10 @@ from jobwire._listen import Limits, tcp_sockets
 from jobwire._serving import (
     BROKEN,
     OUTPUT_CAP,
-    TURN,
-    TURN_READ_UNIT,
     Gate,
     Scheduler,
     TimedOut,
+    Turn,
     accept_loop,
     close_listening,
     drop_unread,
@@ -207,7 +206,7 @@ class _Link:
         protocol = conn.protocol
         limits = server.limits if server.limits.timed else None
         partial_since: float | None = None
-        left = TURN  # requests this task may still run before it lets the others run
+        turn = Turn(self.stream)
         while True:
             await server._drained(self)  # our replies wait: read nothing more meanwhile
             try:
@@ -221,10 +220,8 @@ class _Link:
             except BROKEN:
                 return False
             protocol.receive_data(data)
-            left -= len(data) // TURN_READ_UNIT
-            if left <= 0:  # a large request arriving takes its share too
-                left = TURN
-                await anyio.lowlevel.checkpoint()
+            if turn.read(len(data)):  # a large request arriving takes its share too
+                await turn.next()
             answered = False
             while True:
                 try:
@@ -253,10 +250,8 @@ class _Link:
                     for other in [link for link in server._pressed if link is not self]:
                         await server._drained(other)  # the client reads at its own pace
                 await server._drained(self)
-                left -= 1
-                if left <= 0:  # this connection had its share: the others run, then it goes on
-                    left = TURN
-                    await anyio.lowlevel.checkpoint()
+                if turn.ran():  # this connection had its share: the others run, then it goes on
+                    await turn.next()
             if not data:
                 return True
             if limits is not None:
