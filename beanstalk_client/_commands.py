@@ -1,4 +1,4 @@
-"""What a client can send: one frozen dataclass per beanstalkd 1.12 command (25 in all).
+"""What a client can send: one frozen record per beanstalkd 1.12 command (25 in all).
 
 Constructing a command validates it, so nothing invalid can reach the wire: tube names must match
 beanstalkd's charset and length, integers must be unsigned 32-bit (job ids unsigned 64-bit),
@@ -16,9 +16,9 @@ Each command class declares:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import ClassVar, Generic, TypeVar
 
+from jobwire._record import record
 from jobwire.errors import LocalProtocolError
 
 from ._events import (
@@ -153,7 +153,7 @@ _NF = ErrorCode.NOT_FOUND.value
 # -- producer commands -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, init=False)
+@record(init=False)
 class Put(Command[Inserted]):
     """``put <pri> <delay> <ttr> <bytes>`` and the body, into the used tube."""
 
@@ -207,7 +207,7 @@ _set_put_delay = slot_setter(Put, "delay")
 _set_put_ttr = slot_setter(Put, "ttr")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Use(Command[Using]):
     """``use <tube>``: later puts go to ``tube``."""
 
@@ -226,7 +226,7 @@ class Use(Command[Using]):
 # -- worker commands ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Reserve(Command[Reserved]):
     """``reserve``: wait for a job from the watched tubes, with no time limit."""
 
@@ -238,7 +238,7 @@ class Reserve(Command[Reserved]):
         return b"reserve\r\n"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ReserveWithTimeout(Command[Reserved]):
     """``reserve-with-timeout <seconds>``: wait at most ``seconds`` (0 = answer at once)."""
 
@@ -255,7 +255,7 @@ class ReserveWithTimeout(Command[Reserved]):
         return b"reserve-with-timeout %d\r\n" % self.seconds
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ReserveJob(Command[Reserved]):
     """``reserve-job <id>``: reserve a ready, delayed or buried job by id (beanstalkd 1.12+)."""
 
@@ -272,7 +272,7 @@ class ReserveJob(Command[Reserved]):
         return b"reserve-job %d\r\n" % self.job_id
 
 
-@dataclass(frozen=True, slots=True, init=False)
+@record(init=False)
 class Delete(Command[Deleted]):
     """``delete <id>``."""
 
@@ -293,7 +293,7 @@ class Delete(Command[Deleted]):
 _set_delete_id = slot_setter(Delete, "job_id")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Release(Command[Released]):
     """``release <id> <pri> <delay>``."""
 
@@ -318,7 +318,7 @@ class Release(Command[Released]):
         return b"release %d %d %d\r\n" % (self.job_id, self.priority, self.delay)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Bury(Command[BuriedReply]):
     """``bury <id> <pri>``."""
 
@@ -340,7 +340,7 @@ class Bury(Command[BuriedReply]):
         return b"bury %d %d\r\n" % (self.job_id, self.priority)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Touch(Command[Touched]):
     """``touch <id>``: restart the TTR of a job this connection holds."""
 
@@ -357,7 +357,7 @@ class Touch(Command[Touched]):
         return b"touch %d\r\n" % self.job_id
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Watch(Command[Watching]):
     """``watch <tube>``."""
 
@@ -373,7 +373,7 @@ class Watch(Command[Watching]):
         return b"watch " + self.tube.encode() + b"\r\n"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Ignore(Command[Watching]):
     """``ignore <tube>``."""
 
@@ -392,7 +392,7 @@ class Ignore(Command[Watching]):
 # -- other commands ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Peek(Command[Found]):
     """``peek <id>``."""
 
@@ -409,7 +409,7 @@ class Peek(Command[Found]):
         return b"peek %d\r\n" % self.job_id
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PeekReady(Command[Found]):
     """``peek-ready``: the next ready job in the used tube."""
 
@@ -418,7 +418,7 @@ class PeekReady(Command[Found]):
     accepts = _accepts("FOUND", _NF)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PeekDelayed(Command[Found]):
     """``peek-delayed``: the delayed job with the shortest delay left in the used tube."""
 
@@ -427,7 +427,7 @@ class PeekDelayed(Command[Found]):
     accepts = _accepts("FOUND", _NF)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PeekBuried(Command[Found]):
     """``peek-buried``: the next buried job in the used tube."""
 
@@ -436,7 +436,7 @@ class PeekBuried(Command[Found]):
     accepts = _accepts("FOUND", _NF)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Kick(Command[Kicked]):
     """``kick <bound>``: kick up to ``bound`` buried (else delayed) jobs in the used tube."""
 
@@ -452,7 +452,7 @@ class Kick(Command[Kicked]):
         return b"kick %d\r\n" % self.bound
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class KickJob(Command[Kicked]):
     """``kick-job <id>``: make one buried or delayed job ready."""
 
@@ -469,7 +469,7 @@ class KickJob(Command[Kicked]):
         return b"kick-job %d\r\n" % self.job_id
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StatsJob(Command[Ok]):
     """``stats-job <id>``."""
 
@@ -486,7 +486,7 @@ class StatsJob(Command[Ok]):
         return b"stats-job %d\r\n" % self.job_id
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StatsTube(Command[Ok]):
     """``stats-tube <tube>``."""
 
@@ -502,7 +502,7 @@ class StatsTube(Command[Ok]):
         return b"stats-tube " + self.tube.encode() + b"\r\n"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Stats(Command[Ok]):
     """``stats``: server-wide statistics."""
 
@@ -511,7 +511,7 @@ class Stats(Command[Ok]):
     accepts = _accepts("OK")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ListTubes(Command[Ok]):
     """``list-tubes``."""
 
@@ -520,7 +520,7 @@ class ListTubes(Command[Ok]):
     accepts = _accepts("OK")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ListTubeUsed(Command[Using]):
     """``list-tube-used``."""
 
@@ -529,7 +529,7 @@ class ListTubeUsed(Command[Using]):
     accepts = _accepts("USING")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ListTubesWatched(Command[Ok]):
     """``list-tubes-watched``."""
 
@@ -538,7 +538,7 @@ class ListTubesWatched(Command[Ok]):
     accepts = _accepts("OK")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PauseTube(Command[Paused]):
     """``pause-tube <tube> <delay>``: no reserves from ``tube`` for ``delay`` seconds."""
 
@@ -556,7 +556,7 @@ class PauseTube(Command[Paused]):
         return b"pause-tube %b %d\r\n" % (self.tube.encode(), self.delay)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Quit(Command[Reply]):
     """``quit``: the server closes the connection; there is no reply."""
 

@@ -1,4 +1,4 @@
-"""What a beanstalkd server can send: one frozen dataclass per reply kind.
+"""What a beanstalkd server can send: one frozen record per reply kind.
 
 Each reply knows how to encode itself (the bundled server uses that); the client-role parser in
 ``_protocol.py`` builds them from bytes. Which reply may answer which command is declared on the
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Final
 
 from jobwire._events import NEED_DATA, NeedData
+from jobwire._record import record
 
 __all__ = [
     "NEED_DATA",
@@ -37,7 +37,7 @@ __all__ = [
 
 
 def slot_setter(cls: type, name: str) -> Callable[[Any, Any], None]:
-    """The setter of the slot ``name`` of the frozen dataclass ``cls``: how a hand-written
+    """The setter of the slot ``name`` of the frozen record ``cls``: how a hand-written
     ``__init__`` of a hot event or command sets its fields (a third of the cost of the generated
     one, which goes through ``object.__setattr__``). Call it after the class is built."""
     setter: Callable[[Any, Any], None] = cls.__dict__[name].__set__
@@ -62,7 +62,7 @@ class Reply(Event):
         return self.word.encode() + b"\r\n"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ConnectionClosed(Event):
     """The peer closed the connection (``receive_data(b"")``).
 
@@ -75,7 +75,7 @@ class ConnectionClosed(Event):
     reason: str = "closed by peer"
 
 
-@dataclass(frozen=True, slots=True, init=False)
+@record(init=False)
 class Inserted(Reply):
     """``INSERTED <id>``: ``put`` succeeded."""
 
@@ -89,7 +89,7 @@ class Inserted(Reply):
         return b"INSERTED %d\r\n" % self.job_id
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class BuriedReply(Reply):
     """``BURIED`` (bury succeeded; release hit out-of-memory) or ``BURIED <id>`` (put hit
     out-of-memory and buried the new job)."""
@@ -103,7 +103,7 @@ class BuriedReply(Reply):
         return b"BURIED %d\r\n" % self.job_id
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Using(Reply):
     """``USING <tube>``: answer to ``use`` and ``list-tube-used``."""
 
@@ -114,7 +114,7 @@ class Using(Reply):
         return b"USING " + self.tube.encode("ascii") + b"\r\n"
 
 
-@dataclass(frozen=True, slots=True, init=False)
+@record(init=False)
 class Reserved(Reply):
     """``RESERVED <id> <bytes>`` and the body: a job is now reserved by this connection."""
 
@@ -135,7 +135,7 @@ _set_reserved_id = slot_setter(Reserved, "job_id")
 _set_reserved_body = slot_setter(Reserved, "body")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Found(Reply):
     """``FOUND <id> <bytes>`` and the body: answer to the peek commands."""
 
@@ -147,7 +147,7 @@ class Found(Reply):
         return b"FOUND %d %d\r\n%b\r\n" % (self.job_id, len(self.body), self.body)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Watching(Reply):
     """``WATCHING <count>``: answer to ``watch`` and ``ignore``."""
 
@@ -158,7 +158,7 @@ class Watching(Reply):
         return b"WATCHING %d\r\n" % self.count
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Kicked(Reply):
     """``KICKED <count>`` (answer to ``kick``) or a bare ``KICKED`` (``kick-job``, count None)."""
 
@@ -171,7 +171,7 @@ class Kicked(Reply):
         return b"KICKED %d\r\n" % self.count
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Ok(Reply):
     """``OK <bytes>`` and a YAML document: stats and tube lists."""
 
@@ -182,28 +182,28 @@ class Ok(Reply):
         return b"OK %d\r\n%b\r\n" % (len(self.data), self.data)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Deleted(Reply):
     """``DELETED``."""
 
     word = "DELETED"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Released(Reply):
     """``RELEASED``."""
 
     word = "RELEASED"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Touched(Reply):
     """``TOUCHED``."""
 
     word = "TOUCHED"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Paused(Reply):
     """``PAUSED``."""
 
@@ -252,7 +252,7 @@ GENERIC_CODES: Final = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ErrorReply(Reply):
     """A one-word reply other than success, e.g. ``NOT_FOUND`` or ``DEADLINE_SOON``."""
 

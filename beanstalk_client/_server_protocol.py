@@ -41,9 +41,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import MemberDescriptorType
 
+from jobwire._record import record
 from jobwire.errors import LocalProtocolError
 
 from ._commands import (
@@ -85,7 +85,7 @@ __all__ = ["BadRequest", "ServerConnection"]
 DEFAULT_MAX_JOB_SIZE = 65535
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class BadRequest(Event):
     """Input the server must answer with an error reply (``code``) instead of running it.
 
@@ -285,7 +285,7 @@ def _trusted_put() -> Callable[[bytes, int, int, int], Put]:
     not a slotted class."""
     setters = [Put.__dict__.get(name) for name in ("body", "priority", "delay", "ttr")]
     if not all(isinstance(s, MemberDescriptorType) for s in setters):
-        return Put  # pragma: no cover - Put is a slotted dataclass
+        return Put  # pragma: no cover - Put is a slotted record
     body, priority, delay, ttr = (s.__set__ for s in setters)  # type: ignore[union-attr]
     new = object.__new__
 

@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from dataclasses import dataclass
 from typing import ClassVar
 
 from jobwire._buffer import ReceiveBuffer
 from jobwire._numbers import parse_int, parse_uint
+from jobwire._record import record
 from jobwire.errors import JobwireError, LocalProtocolError, RemoteProtocolError
 
 from ._events import NEED_DATA, ConnectionClosed, NeedData
@@ -151,7 +151,7 @@ class AdminCommand:
         return " ".join(self.words()).encode() + b"\r\n"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Workers(AdminCommand):
     """``workers``: every connection, its id and functions."""
 
@@ -161,7 +161,7 @@ class Workers(AdminCommand):
         return ["workers"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Status(AdminCommand):
     """``status``: queued, running and workers per function."""
 
@@ -171,7 +171,7 @@ class Status(AdminCommand):
         return ["status"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PriorityStatusCommand(AdminCommand):
     """``prioritystatus``: queued jobs per priority per function."""
 
@@ -181,7 +181,7 @@ class PriorityStatusCommand(AdminCommand):
         return ["prioritystatus"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ShowJobs(AdminCommand):
     """``show jobs``: every job handle with its retries and flags."""
 
@@ -191,7 +191,7 @@ class ShowJobs(AdminCommand):
         return ["show", "jobs"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ShowUniqueJobs(AdminCommand):
     """``show unique jobs``: the unique id of every job (empty ones included)."""
 
@@ -201,7 +201,7 @@ class ShowUniqueJobs(AdminCommand):
         return ["show", "unique", "jobs"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CancelJob(AdminCommand):
     """``cancel job HANDLE``: remove a queued (not running) job."""
 
@@ -211,7 +211,7 @@ class CancelJob(AdminCommand):
         return ["cancel", "job", _check_word(self.handle, "handle")]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CreateFunction(AdminCommand):
     """``create function F``."""
 
@@ -221,7 +221,7 @@ class CreateFunction(AdminCommand):
         return ["create", "function", _check_word(self.function, "function")]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class DropFunction(AdminCommand):
     """``drop function F`` (refused while it has jobs or workers)."""
 
@@ -231,7 +231,7 @@ class DropFunction(AdminCommand):
         return ["drop", "function", _check_word(self.function, "function")]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MaxQueue(AdminCommand):
     """``maxqueue F [N | HIGH NORMAL LOW]``: limit the queue (0 or negative: no limit)."""
 
@@ -247,7 +247,7 @@ class MaxQueue(AdminCommand):
         return ["maxqueue", _check_word(self.function, "function"), *map(str, self.sizes)]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GetPid(AdminCommand):
     """``getpid``: the server's process id."""
 
@@ -255,7 +255,7 @@ class GetPid(AdminCommand):
         return ["getpid"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Verbose(AdminCommand):
     """``verbose``: the server's log level name."""
 
@@ -263,7 +263,7 @@ class Verbose(AdminCommand):
         return ["verbose"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Version(AdminCommand):
     """``version``: the server's version string."""
 
@@ -271,7 +271,7 @@ class Version(AdminCommand):
         return ["version"]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Shutdown(AdminCommand):
     """``shutdown [graceful]`` (not in gearmand 1.1.20: it answers ERR UNKNOWN_COMMAND)."""
 
@@ -290,21 +290,21 @@ class AdminReply:
     __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AdminOk(AdminReply):
     """``OK [text]``."""
 
     text: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AdminList(AdminReply):
     """The lines of a list reply, without the final ``.``."""
 
     lines: tuple[bytes, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AdminError(AdminReply):
     """``ERR CODE text`` (``+`` in the text turned back into spaces), or ``ERR words`` without a
     code (``code`` is then ``""`` and ``message`` the words as sent)."""
@@ -453,7 +453,7 @@ def _text(raw: bytes) -> str:
     return raw.decode("utf-8", "surrogateescape")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class WorkerInfo:
     """One entry of ``workers``: ``FD IP CLIENT-ID : FUNCTION ...``. Every connection is listed,
     clients and admin connections too; ``client_id`` is ``-`` when the connection never sent
@@ -466,7 +466,7 @@ class WorkerInfo:
     functions: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FunctionStatus:
     """One line of ``status``: jobs queued in total (running ones included), running, and the
     number of workers that can run the function."""
@@ -477,7 +477,7 @@ class FunctionStatus:
     workers: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PriorityStatus:
     """One line of ``prioritystatus``: queued jobs per priority, and capable workers."""
 
@@ -488,7 +488,7 @@ class PriorityStatus:
     workers: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class JobInfo:
     """One line of ``show jobs``: handle, retries, whether the job is ignored, whether queued."""
 

@@ -17,9 +17,8 @@ instead as the answer to the next request.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from jobwire._events import NEED_DATA, NeedData
+from jobwire._record import record
 
 from ._packets import Packet
 
@@ -34,7 +33,7 @@ class Event:
     __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Answer(Event):
     """``reply`` answers ``request`` (the oldest request still waiting for an answer)."""
 
@@ -42,7 +41,7 @@ class Answer(Event):
     reply: Packet
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Unanswered(Event):
     """The server went past ``request`` without answering it: the reply that came instead
     answers the next request, and is the next event.
@@ -53,7 +52,7 @@ class Unanswered(Event):
     request: Packet
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ConnectionClosed(Event):
     """The peer closed the connection (``receive_data(b"")``).
 
@@ -65,7 +64,7 @@ class ConnectionClosed(Event):
     partial: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class WrongMagic(Event):
     """Server role: a request arrived with ``\\0RES`` magic (gearmand answers INVALID_MAGIC)."""
 

@@ -1,4 +1,4 @@
-"""Gearman binary packets: one frozen dataclass per packet type (1-42), and their framing.
+"""Gearman binary packets: one frozen record per packet type (1-42), and their framing.
 
 A packet on the wire is a 12-byte header (4-byte magic ``\\0REQ`` or ``\\0RES``, 4-byte big-endian
 type, 4-byte big-endian body size) followed by the body: the arguments joined by NUL bytes, the
@@ -6,7 +6,7 @@ last one opaque (it may contain NULs; its end is the end of the body).
 
 Why it is shaped like this:
 
-* Each packet class lists its arguments as dataclass fields in wire order, typed ``bytes``,
+* Each packet class lists its arguments as record fields in wire order, typed ``bytes``,
   ``int`` or ``bool``. Encoding and decoding are generic (:func:`encode_packet`,
   :class:`PacketDecoder`), so the 42 layouts are declared once and cannot drift between the
   client, worker and server roles, which all use the same classes.
@@ -22,16 +22,16 @@ Why it is shaped like this:
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import re
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import ClassVar, TypeAlias, TypeVar
 
 from jobwire._buffer import ReceiveBuffer
 from jobwire._numbers import parse_int
+from jobwire._record import fields as record_fields
+from jobwire._record import record
 from jobwire.errors import LocalProtocolError, RemoteProtocolError
 
 __all__ = [
@@ -300,7 +300,7 @@ PACKETS: dict[int, type[Packet]] = {}
 
 def _packet(ptype: PacketType) -> Callable[[type[P]], type[P]]:
     def register(cls: type[P]) -> type[P]:
-        fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+        fields = record_fields(cls)
         kinds = tuple(str(f.type) for f in fields)
         for kind in kinds:
             assert kind in _CODECS, (cls, kind)
@@ -319,7 +319,7 @@ def _packet(ptype: PacketType) -> Callable[[type[P]], type[P]]:
 
 
 @_packet(PacketType.CAN_DO)
-@dataclass(frozen=True, slots=True)
+@record
 class CanDo(Packet):
     """Worker: I can run ``function``."""
 
@@ -327,7 +327,7 @@ class CanDo(Packet):
 
 
 @_packet(PacketType.CANT_DO)
-@dataclass(frozen=True, slots=True)
+@record
 class CantDo(Packet):
     """Worker: I no longer run ``function``."""
 
@@ -335,30 +335,30 @@ class CantDo(Packet):
 
 
 @_packet(PacketType.RESET_ABILITIES)
-@dataclass(frozen=True, slots=True)
+@record
 class ResetAbilities(Packet):
     """Worker: forget every function I registered."""
 
 
 @_packet(PacketType.PRE_SLEEP)
-@dataclass(frozen=True, slots=True)
+@record
 class PreSleep(Packet):
     """Worker: I am going to sleep; wake me with NOOP when a job comes."""
 
 
 @_packet(PacketType.UNUSED)
-@dataclass(frozen=True, slots=True)
+@record
 class Unused(Packet):
     """Type 5, reserved: gearmand answers ERROR INVALID_COMMAND."""
 
 
 @_packet(PacketType.NOOP)
-@dataclass(frozen=True, slots=True)
+@record
 class Noop(Packet):
     """Server to a sleeping worker: a job may be waiting, grab it."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Submit(Packet):
     """Base of the six plain submit packets (foreground/background x high/normal/low)."""
 
@@ -387,13 +387,13 @@ class Submit(Packet):
 
 
 @_packet(PacketType.SUBMIT_JOB)
-@dataclass(frozen=True, slots=True)
+@record
 class SubmitJob(Submit):
     """Client: run a job and send me its updates and result."""
 
 
 @_packet(PacketType.SUBMIT_JOB_BG)
-@dataclass(frozen=True, slots=True)
+@record
 class SubmitJobBg(Submit):
     """Client: queue a background job."""
 
@@ -401,7 +401,7 @@ class SubmitJobBg(Submit):
 
 
 @_packet(PacketType.SUBMIT_JOB_HIGH)
-@dataclass(frozen=True, slots=True)
+@record
 class SubmitJobHigh(Submit):
     """Client: a high-priority foreground job."""
 
@@ -409,7 +409,7 @@ class SubmitJobHigh(Submit):
 
 
 @_packet(PacketType.SUBMIT_JOB_HIGH_BG)
-@dataclass(frozen=True, slots=True)
+@record
 class SubmitJobHighBg(Submit):
     """Client: a high-priority background job."""
 
@@ -418,7 +418,7 @@ class SubmitJobHighBg(Submit):
 
 
 @_packet(PacketType.SUBMIT_JOB_LOW)
-@dataclass(frozen=True, slots=True)
+@record
 class SubmitJobLow(Submit):
     """Client: a low-priority foreground job."""
 
@@ -426,7 +426,7 @@ class SubmitJobLow(Submit):
 
 
 @_packet(PacketType.SUBMIT_JOB_LOW_BG)
-@dataclass(frozen=True, slots=True)
+@record
 class SubmitJobLowBg(Submit):
     """Client: a low-priority background job."""
 
@@ -435,7 +435,7 @@ class SubmitJobLowBg(Submit):
 
 
 @_packet(PacketType.JOB_CREATED)
-@dataclass(frozen=True, slots=True)
+@record
 class JobCreated(Packet):
     """Server: the submitted job has this handle (an existing one when coalesced)."""
 
@@ -443,19 +443,19 @@ class JobCreated(Packet):
 
 
 @_packet(PacketType.GRAB_JOB)
-@dataclass(frozen=True, slots=True)
+@record
 class GrabJob(Packet):
     """Worker: give me a job (answered JOB_ASSIGN or NO_JOB)."""
 
 
 @_packet(PacketType.NO_JOB)
-@dataclass(frozen=True, slots=True)
+@record
 class NoJob(Packet):
     """Server: nothing to grab."""
 
 
 @_packet(PacketType.JOB_ASSIGN)
-@dataclass(frozen=True, slots=True)
+@record
 class JobAssign(Packet):
     """Server: run this job (answer to GRAB_JOB)."""
 
@@ -465,7 +465,7 @@ class JobAssign(Packet):
 
 
 @_packet(PacketType.WORK_STATUS)
-@dataclass(frozen=True, slots=True)
+@record
 class WorkStatus(Packet):
     """Worker to server, server to clients: ``numerator``/``denominator`` done."""
 
@@ -475,7 +475,7 @@ class WorkStatus(Packet):
 
 
 @_packet(PacketType.WORK_COMPLETE)
-@dataclass(frozen=True, slots=True)
+@record
 class WorkComplete(Packet):
     """Worker to server, server to clients: the job succeeded with ``data``."""
 
@@ -484,7 +484,7 @@ class WorkComplete(Packet):
 
 
 @_packet(PacketType.WORK_FAIL)
-@dataclass(frozen=True, slots=True)
+@record
 class WorkFail(Packet):
     """Worker to server, server to clients: the job failed."""
 
@@ -492,7 +492,7 @@ class WorkFail(Packet):
 
 
 @_packet(PacketType.GET_STATUS)
-@dataclass(frozen=True, slots=True)
+@record
 class GetStatus(Packet):
     """Client: how is the job with this handle doing? (answered STATUS_RES)"""
 
@@ -500,7 +500,7 @@ class GetStatus(Packet):
 
 
 @_packet(PacketType.ECHO_REQ)
-@dataclass(frozen=True, slots=True)
+@record
 class EchoReq(Packet):
     """Send ``data`` back to me (ECHO_RES)."""
 
@@ -508,7 +508,7 @@ class EchoReq(Packet):
 
 
 @_packet(PacketType.ECHO_RES)
-@dataclass(frozen=True, slots=True)
+@record
 class EchoRes(Packet):
     """Server: the data of an ECHO_REQ."""
 
@@ -516,7 +516,7 @@ class EchoRes(Packet):
 
 
 @_packet(PacketType.ERROR)
-@dataclass(frozen=True, slots=True)
+@record
 class Error(Packet):
     """Server: ``code`` (e.g. ``QUEUE_ERROR``) and a text."""
 
@@ -525,7 +525,7 @@ class Error(Packet):
 
 
 @_packet(PacketType.STATUS_RES)
-@dataclass(frozen=True, slots=True)
+@record
 class StatusRes(Packet):
     """Server: the status of a handle (``known`` is False for a job the server does not hold)."""
 
@@ -537,7 +537,7 @@ class StatusRes(Packet):
 
 
 @_packet(PacketType.SET_CLIENT_ID)
-@dataclass(frozen=True, slots=True)
+@record
 class SetClientId(Packet):
     """Worker: my id, as shown by the ``workers`` admin command."""
 
@@ -545,7 +545,7 @@ class SetClientId(Packet):
 
 
 @_packet(PacketType.CAN_DO_TIMEOUT)
-@dataclass(frozen=True, slots=True)
+@record
 class CanDoTimeout(Packet):
     """Worker: I can run ``function``; a job of it may run ``timeout`` milliseconds (gearmand
     1.1.20 enforces at least 1000) before the server requeues it silently."""
@@ -555,13 +555,13 @@ class CanDoTimeout(Packet):
 
 
 @_packet(PacketType.ALL_YOURS)
-@dataclass(frozen=True, slots=True)
+@record
 class AllYours(Packet):
     """Never implemented by gearmand (ERROR INVALID_COMMAND)."""
 
 
 @_packet(PacketType.WORK_EXCEPTION)
-@dataclass(frozen=True, slots=True)
+@record
 class WorkException(Packet):
     """Worker to server, server to clients that asked for ``exceptions``: failed with ``data``."""
 
@@ -570,7 +570,7 @@ class WorkException(Packet):
 
 
 @_packet(PacketType.OPTION_REQ)
-@dataclass(frozen=True, slots=True)
+@record
 class OptionReq(Packet):
     """Set a connection option (only ``exceptions`` exists)."""
 
@@ -578,7 +578,7 @@ class OptionReq(Packet):
 
 
 @_packet(PacketType.OPTION_RES)
-@dataclass(frozen=True, slots=True)
+@record
 class OptionRes(Packet):
     """Server: the option was set."""
 
@@ -586,7 +586,7 @@ class OptionRes(Packet):
 
 
 @_packet(PacketType.WORK_DATA)
-@dataclass(frozen=True, slots=True)
+@record
 class WorkData(Packet):
     """Worker to server, server to clients: partial data of a running job."""
 
@@ -595,7 +595,7 @@ class WorkData(Packet):
 
 
 @_packet(PacketType.WORK_WARNING)
-@dataclass(frozen=True, slots=True)
+@record
 class WorkWarning(Packet):
     """Worker to server, server to clients: a warning from a running job."""
 
@@ -604,13 +604,13 @@ class WorkWarning(Packet):
 
 
 @_packet(PacketType.GRAB_JOB_UNIQ)
-@dataclass(frozen=True, slots=True)
+@record
 class GrabJobUniq(Packet):
     """Worker: give me a job with its unique id (JOB_ASSIGN_UNIQ or NO_JOB)."""
 
 
 @_packet(PacketType.JOB_ASSIGN_UNIQ)
-@dataclass(frozen=True, slots=True)
+@record
 class JobAssignUniq(Packet):
     """Server: run this job (answer to GRAB_JOB_UNIQ / GRAB_JOB_ALL)."""
 
@@ -621,7 +621,7 @@ class JobAssignUniq(Packet):
 
 
 @_packet(PacketType.SUBMIT_JOB_SCHED)
-@dataclass(frozen=True, slots=True)
+@record
 class SubmitJobSched(Packet):
     """Cron-like background job. gearmand 1.1.20 answers ERROR INVALID_COMMAND: use EPOCH."""
 
@@ -636,7 +636,7 @@ class SubmitJobSched(Packet):
 
 
 @_packet(PacketType.SUBMIT_JOB_EPOCH)
-@dataclass(frozen=True, slots=True)
+@record
 class SubmitJobEpoch(Packet):
     """Client: a background job to run at unix time ``epoch``."""
 
@@ -649,7 +649,7 @@ class SubmitJobEpoch(Packet):
 
 
 @_packet(PacketType.SUBMIT_REDUCE_JOB)
-@dataclass(frozen=True, slots=True)
+@record
 class SubmitReduceJob(Packet):
     """Client: a map/reduce job (``aggregator`` is unused by gearmand but must be present)."""
 
@@ -663,7 +663,7 @@ class SubmitReduceJob(Packet):
 
 
 @_packet(PacketType.SUBMIT_REDUCE_JOB_BACKGROUND)
-@dataclass(frozen=True, slots=True)
+@record
 class SubmitReduceJobBackground(Packet):
     """Client: a background map/reduce job."""
 
@@ -677,13 +677,13 @@ class SubmitReduceJobBackground(Packet):
 
 
 @_packet(PacketType.GRAB_JOB_ALL)
-@dataclass(frozen=True, slots=True)
+@record
 class GrabJobAll(Packet):
     """Worker: give me a job, with its reducer if it has one (JOB_ASSIGN_ALL / _UNIQ / NO_JOB)."""
 
 
 @_packet(PacketType.JOB_ASSIGN_ALL)
-@dataclass(frozen=True, slots=True)
+@record
 class JobAssignAll(Packet):
     """Server: run this reduce job."""
 
@@ -695,7 +695,7 @@ class JobAssignAll(Packet):
 
 
 @_packet(PacketType.GET_STATUS_UNIQUE)
-@dataclass(frozen=True, slots=True)
+@record
 class GetStatusUnique(Packet):
     """Client: the status of the job with this unique id (STATUS_RES_UNIQUE)."""
 
@@ -703,7 +703,7 @@ class GetStatusUnique(Packet):
 
 
 @_packet(PacketType.STATUS_RES_UNIQUE)
-@dataclass(frozen=True, slots=True)
+@record
 class StatusResUnique(Packet):
     """Server: status by unique id, with the number of clients waiting for the job."""
 

@@ -20,8 +20,9 @@ import os
 import re
 import socket
 import stat
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from ._record import record
 
 if TYPE_CHECKING:
     import ssl
@@ -32,7 +33,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Limits:
     """What a bundled server allows a client. ``None`` is no limit: the default for each, as
     beanstalkd and gearmand have none of them.

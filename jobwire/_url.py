@@ -31,9 +31,9 @@ import ipaddress
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from urllib.parse import SplitResult, unquote, urlsplit
 
+from ._record import record
 from .errors import InvalidAddress
 
 __all__ = [
@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TCPAddress:
     """A host name or IP literal and a port."""
 
@@ -64,7 +64,7 @@ class TCPAddress:
         return f"{host}:{self.port}"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class UnixAddress:
     """A unix domain socket path."""
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qsl, unquote
@@ -36,6 +35,7 @@ from urllib.parse import parse_qsl, unquote
 import anyio
 
 from jobwire._pending import Pending
+from jobwire._record import record
 from jobwire._session import FifoSession
 from jobwire._streams import SSLOption, tls_context
 from jobwire._transport import AsyncTransport, Transport, connect_limit
@@ -95,7 +95,7 @@ _BLOCKING = frozenset({
 # -- addresses -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RedisOptions:
     """What a connection sends on connect (the handshake)."""
 

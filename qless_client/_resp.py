@@ -49,12 +49,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from jobwire._buffer import LineTooLong
 from jobwire._core import ConnectionState, InOrderClientCore
 from jobwire._events import NEED_DATA, NeedData
+from jobwire._record import record
 from jobwire.errors import LocalProtocolError, RemoteProtocolError
 
 __all__ = [
@@ -131,14 +131,14 @@ class Event:
     __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Reply(Event):
     """The reply to the oldest command awaiting one: ``value`` typed as the module says."""
 
     value: Any
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ErrorReply(Event):
     """An error reply (``-ERR ...`` or RESP3 ``!``): an answer, not a broken connection.
 
@@ -155,7 +155,7 @@ class ErrorReply(Event):
         return self.message.split(" ", 1)[0]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Push(Event):
     """A RESP3 push (``>``): out-of-band data that answers no command (pub/sub messages,
     client-side caching invalidations)."""
@@ -171,14 +171,14 @@ class Push(Event):
         return str(first)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Attribute(Event):
     """RESP3 attributes (``|``) sent before the next reply: metadata about it."""
 
     value: dict[Any, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ConnectionClosed(Event):
     """The server closed the connection (``receive_data(b"")``).
 

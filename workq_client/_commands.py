@@ -1,4 +1,4 @@
-"""What a client can send: one frozen dataclass per Workq command.
+"""What a client can send: one frozen record per Workq command.
 
 Constructing a command validates it, so nothing invalid can reach the wire: ids must be UUID
 version 4 (they are generated when not given and written in canonical lower-case form), names
@@ -27,10 +27,10 @@ import os
 import re
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import ClassVar, Final
 
+from jobwire._record import record
 from jobwire.errors import LocalProtocolError
 
 __all__ = [
@@ -337,7 +337,7 @@ class Command:
         return len(self.encode())
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Add(Command):
     """``add <id> <name> <ttr> <ttl> <size> [flags]`` and the payload: enqueue a job.
 
@@ -481,7 +481,7 @@ class EncodedAdd(Command):
         return out
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Schedule(Command):
     """``schedule <id> <name> <ttr> <ttl> <time> <size> [flags]`` and the payload.
 
@@ -520,7 +520,7 @@ class Schedule(Command):
         ), b"schedule")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Run(Command):
     """``run <id> <name> <ttr> <wait-timeout> <size> [-priority=N]`` and the payload: enqueue
     a job and block until its result, ``wait_ms`` for a worker to take it, then up to its TTR."""
@@ -554,7 +554,7 @@ class Run(Command):
         ), b"run")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Result(Command):
     """``result <id> <wait-timeout>``: a job's result, waiting up to ``wait_ms`` for it."""
 
@@ -571,7 +571,7 @@ class Result(Command):
         return b"result %s %d\r\n" % (self.job_id.encode(), self.wait_ms)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Lease(Command):
     """``lease <name>... <wait-timeout>``: take a job from any of ``names``, waiting up to
     ``wait_ms`` for one."""
@@ -594,7 +594,7 @@ class Lease(Command):
         return b"lease %s %d\r\n" % (" ".join(self.names).encode(), self.wait_ms)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Complete(Command):
     """``complete <id> <size>`` and the result: the job succeeded."""
 
@@ -612,7 +612,7 @@ class Complete(Command):
             self.job_id.encode(), len(self.result), self.result), b"complete")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Fail(Command):
     """``fail <id> <size>`` and the result (error text): the job failed."""
 
@@ -630,7 +630,7 @@ class Fail(Command):
             self.job_id.encode(), len(self.result), self.result), b"fail")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Delete(Command):
     """``delete <id>``: remove a job (and its result)."""
 
@@ -644,7 +644,7 @@ class Delete(Command):
         return b"delete %s\r\n" % self.job_id.encode()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class InspectJob(Command):
     """``inspect job <id>``: one job's record."""
 
@@ -664,7 +664,7 @@ def _page(offset: object, limit: object) -> None:
     _int("limit", limit, 1, MAX_LIMIT, "Invalid limit")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class InspectJobs(Command):
     """``inspect jobs <name> <offset> <limit>``: ready jobs of a queue, highest priority first
     (``limit``: 1..100)."""
@@ -683,7 +683,7 @@ class InspectJobs(Command):
         return b"inspect jobs %s %d %d\r\n" % (self.name.encode(), self.offset, self.limit)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class InspectScheduledJobs(Command):
     """``inspect scheduled-jobs <name> <offset> <limit>``: jobs not yet due, soonest first."""
 
@@ -702,7 +702,7 @@ class InspectScheduledJobs(Command):
             self.name.encode(), self.offset, self.limit)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class InspectQueue(Command):
     """``inspect queue <name>``: one queue's lengths."""
 
@@ -717,7 +717,7 @@ class InspectQueue(Command):
         return b"inspect queue %s\r\n" % self.name.encode()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class InspectQueues(Command):
     """``inspect queues <offset> <limit>``: queues in alphabetical order."""
 
@@ -733,7 +733,7 @@ class InspectQueues(Command):
         return b"inspect queues %d %d\r\n" % (self.offset, self.limit)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class InspectServer(Command):
     """``inspect server``: active clients, evicted jobs, start time."""
 

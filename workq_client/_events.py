@@ -1,4 +1,4 @@
-"""What a Workq server can send: one frozen dataclass per reply shape.
+"""What a Workq server can send: one frozen record per reply shape.
 
 Every success reply starts with ``+`` and every error with ``-`` (docs/workq.md: the document's bare
 ``OK`` lines are wrong). Each reply knows how to encode itself (the bundled server uses that); the
@@ -9,10 +9,10 @@ is declared on the commands in ``_commands.py`` (``Command.shape``).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
 from typing import Final
 
 from jobwire._events import NEED_DATA, NeedData
+from jobwire._record import field, record
 
 __all__ = [
     "NEED_DATA",
@@ -47,7 +47,7 @@ class Reply(Event):
         raise NotImplementedError
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ConnectionClosed(Event):
     """The peer closed the connection (``receive_data(b"")``), or must be disconnected.
 
@@ -60,7 +60,7 @@ class ConnectionClosed(Event):
     reason: str = "closed by peer"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Ok(Reply):
     """``+OK``: add, schedule, complete, fail and delete succeeded."""
 
@@ -71,7 +71,7 @@ class Ok(Reply):
 OK: Final = Ok()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class JobResult(Reply):
     """``+OK 1`` / ``<id> <success> <size>`` / result bytes: answer to ``run`` and ``result``."""
 
@@ -88,7 +88,7 @@ class JobResult(Reply):
         )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Leased(Reply):
     """``+OK 1`` / ``<id> <name> <ttr> <size>`` / payload: answer to ``lease``.
 
@@ -110,7 +110,7 @@ class Leased(Reply):
         )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Record:
     """One ``<key> <key-count>`` block of an ``inspect`` reply and its ``<key> <value>`` lines.
 
@@ -139,7 +139,7 @@ class Record:
         return b"".join(out)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class InspectReply(Reply):
     """``+OK <n>`` and ``n`` records: answer to every ``inspect`` command."""
 
@@ -162,7 +162,7 @@ class ErrorKind(str, enum.Enum):
     TIMEOUT = "TIMEOUT"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ErrorReply(Reply):
     """``-<KIND>`` or ``-<KIND> <text>``."""
 

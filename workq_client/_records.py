@@ -1,20 +1,20 @@
 """Typed views of ``inspect`` records and of ``run``/``result``/``lease`` replies.
 
 The core hands out :class:`~workq_client._events.Record` objects (key, raw fields); these
-functions turn them into dataclasses with Python types: seconds as ``float``, times as aware UTC
+functions turn them into objects with Python types: seconds as ``float``, times as aware UTC
 datetimes, states as :class:`JobState`. Unknown keys (a newer server's) are kept in ``extra``.
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Generic
 
 from typing_extensions import TypeVar
 
 from jobwire._numbers import parse_int
+from jobwire._record import field, record
 from jobwire.errors import RemoteProtocolError
 
 from ._commands import parse_time
@@ -52,7 +52,7 @@ class JobState(enum.IntEnum):
     LEASED = 4
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class JobResultRecord(Generic[B]):
     """The answer to ``run`` and ``result``: the job's id, whether it succeeded, its data (the
     result, or the error when it failed; through the client's serializer)."""
@@ -62,7 +62,7 @@ class JobResultRecord(Generic[B]):
     data: B
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class LeasedJob(Generic[B]):
     """A job handed to a worker by ``lease``; ``ttr`` is its time-to-run in seconds, and
     ``payload`` went through the client's serializer."""
@@ -73,7 +73,7 @@ class LeasedJob(Generic[B]):
     payload: B
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class JobInfo:
     """One job as ``inspect job``/``jobs``/``scheduled-jobs`` show it (times in seconds)."""
 
@@ -94,7 +94,7 @@ class JobInfo:
     extra: dict[str, bytes] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class QueueInfo:
     """One queue: jobs ready now and jobs scheduled for later."""
 
@@ -104,7 +104,7 @@ class QueueInfo:
     extra: dict[str, bytes] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ServerInfo:
     """``inspect server``."""
 

@@ -32,9 +32,9 @@ Bytes in, commands out; replies in, bytes out. It frames input as the Workq 0.2.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from jobwire._buffer import LineTooLong, ReceiveBuffer
+from jobwire._record import record
 
 from ._commands import (
     MAX_PAYLOAD,
@@ -67,7 +67,7 @@ __all__ = ["MAX_COMMAND_LINE", "BadRequest", "ServerConnection"]
 MAX_COMMAND_LINE = 65536
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class BadRequest(Event):
     """Input the server must answer with ``-CLIENT-ERROR <text>`` instead of running it."""
 

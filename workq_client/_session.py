@@ -28,12 +28,12 @@ ever handed to a call that has no lease of its own out; a call whose own lease e
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from collections import deque
 
 from jobwire._pending import Pending
+from jobwire._record import replace
 from jobwire._session import FifoSession
 from jobwire.errors import JobwireError
 
@@ -75,7 +75,7 @@ class LeaseDesk:
                 self._unclaimed.remove(entry)
             elif job.name in names:
                 self._unclaimed.remove(entry)
-                return dataclasses.replace(job, ttr_ms=left_ms)
+                return replace(job, ttr_ms=left_ms)
         return None
 
     def wait(self, names: frozenset[str], claim: Pending[Reply]) -> None:

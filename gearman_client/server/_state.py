@@ -28,8 +28,8 @@ import os
 import socket
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
+from jobwire._record import field, record
 from jobwire.errors import LocalProtocolError
 
 from .. import _packets as pk
@@ -53,7 +53,7 @@ DEFAULT_MAX_FUNCTIONS_PER_CONNECTION = 10_000
 JOB_OVERHEAD = 256
 
 
-@dataclass(eq=False)
+@record(frozen=False, eq=False)
 class Conn:
     """One client, worker or admin connection."""
 
@@ -81,7 +81,7 @@ class Conn:
             self.notify()
 
 
-@dataclass(eq=False)
+@record(frozen=False, eq=False)
 class Job:
     handle: bytes
     function: bytes
@@ -105,7 +105,7 @@ class Job:
     deadline: float | None = None
 
 
-@dataclass(slots=True)
+@record(frozen=False)
 class Function:
     name: bytes
     #: A queue per priority, made when its first job comes (a function with no jobs holds none).

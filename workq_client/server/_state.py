@@ -66,9 +66,10 @@ import heapq
 import itertools
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
+
+from jobwire._record import field, record
 
 from .._commands import (
     Add,
@@ -122,7 +123,7 @@ def _fmt(epoch: float) -> bytes:
     return datetime.fromtimestamp(int(epoch), timezone.utc).strftime(TIME_FORMAT).encode()
 
 
-@dataclass(eq=False)
+@record(frozen=False, eq=False)
 class Job:
     """One job record (it outlives the job's processing until its TTL runs out)."""
 
@@ -152,7 +153,7 @@ class Job:
     size: int = 0
 
 
-@dataclass(eq=False)
+@record(frozen=False, eq=False)
 class Waiter:
     """A blocked ``run`` or ``result``: a candidate for its job's one result."""
 
@@ -166,7 +167,7 @@ class Waiter:
     done: bool = False
 
 
-@dataclass(eq=False)
+@record(frozen=False, eq=False)
 class Queue:
     name: str
     ready: list[tuple[int, float, int, int, Job]] = field(default_factory=list)
@@ -175,7 +176,7 @@ class Queue:
     scheduled_len: int = 0
 
 
-@dataclass(eq=False)
+@record(frozen=False, eq=False)
 class ConnState:
     """One client connection as the state sees it."""
 
