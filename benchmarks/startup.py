@@ -25,8 +25,9 @@ Rows:
   bytecode for them, as with ``PYTHONDONTWRITEBYTECODE=1`` and a source checkout; the standard
   library and anyio still cached).
 * ``beanstalkd``, ``gearmand``: the real servers, for reference.
-* with ``--compare DIR``: the bundled servers again, from another checkout (``DIR`` first on
-  ``PYTHONPATH``), named ``<server>@<DIR's name>``: a before/after in one interleaved run.
+* with ``--compare DIR``: the bundled servers again, from another checkout (started in ``DIR``
+  and with ``DIR`` first on ``PYTHONPATH``), named ``<server>@<DIR's name>``: a before/after
+  in one interleaved run.
 
 Bytecode: every Python row runs with ``PYTHONPYCACHEPREFIX`` pointing at a folder of this run,
 filled by one untimed start of each row, so the rows compare as an installed package runs (its
@@ -103,6 +104,8 @@ class Row:
     request: bytes
     reply: bytes
     env: Mapping[str, str] | None = None  #: for Python rows: the bytecode settings
+    #: Where the process starts: ``python -m`` imports from there first (the tree measured).
+    cwd: Path | None = None
     bundled: bool = False  #: a bundled server: judged against the target
     connect_s: list[float] = field(default_factory=list)
     reply_s: list[float] = field(default_factory=list)
@@ -120,7 +123,7 @@ def first_reply(row: Row) -> tuple[float, float]:
     command = row.command(port)
     start = time.perf_counter()
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env=row.env, preexec_fn=die_with_parent)
+                            env=row.env, cwd=row.cwd, preexec_fn=die_with_parent)
     try:
         while True:  # a bare connect() per attempt: the polling must not slow the start
             sock = socket.socket()
@@ -158,10 +161,12 @@ def rows(python: str, pycache: Path, source_pycache: Path, compare: Path | None)
     cached = {**base, "PYTHONPYCACHEPREFIX": str(pycache)}
     source = {**base, "PYTHONPYCACHEPREFIX": str(source_pycache),
               "PYTHONDONTWRITEBYTECODE": "1"}
-    trees: list[tuple[str, str, dict[str, str]]] = [("", "", {})]
+    # ``python -m`` puts its working directory first on sys.path, ahead of PYTHONPATH: each
+    # tree's rows start in that tree.
+    trees: list[tuple[str, str, dict[str, str], Path]] = [("", "", {}, ROOT)]
     if compare is not None:
         path = os.pathsep.join(p for p in (str(compare), base.get("PYTHONPATH")) if p)
-        trees.append((f"@{compare.name}", f" from {compare}", {"PYTHONPATH": path}))
+        trees.append((f"@{compare.name}", f" from {compare}", {"PYTHONPATH": path}, compare))
 
     def bare(prefix: str) -> Callable[[int], list[str]]:
         return lambda port: [python, "-c", prefix + BARE.format(host=HOST, port=port)]
@@ -182,12 +187,12 @@ def rows(python: str, pycache: Path, source_pycache: Path, compare: Path | None)
             cached),
     ]
     for env, suffix, note in ((cached, "", ""), (source, " (.py)", ", project compiled")):
-        for tree, where, extra in trees:
+        for tree, where, extra, cwd in trees:
             for key, module, flags, request, reply in servers:
                 out.append(Row(
                     key + tree + suffix, f"python -m {module}{where}{note}",
                     lambda p, m=module, f=flags: [python, "-m", m, *f(p)],
-                    request, reply, {**env, **extra}, bundled=True,
+                    request, reply, {**env, **extra}, cwd=cwd, bundled=True,
                 ))
     beanstalkd = find_binary("beanstalkd")
     gearmand = find_binary("gearmand", "gearman-job-server")
