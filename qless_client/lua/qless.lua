@@ -1,3 +1,6 @@
+-- GENERATED from qless_client/lua/src/*.lua by scripts/build_lua.py: do not edit, edit those.
+
+-- from src/01_keys.lua
 -- qless.lua: jobwire's own implementation of the qless-core script.
 --
 -- qless keeps its jobs in Redis and makes every change through one Lua script. This script is
@@ -13,7 +16,7 @@
 --
 --   * no KEYS: the keys a call touches depend on what Redis holds (a job's queue, its worker,
 --     its tags, its dependents), so none are declared (Redis allows this outside a cluster);
---   * <command> is one of the names in COMMANDS at the bottom (put, pop, complete, ...);
+--   * <command> is one of the names in COMMANDS (put, pop, complete, ...);
 --   * <now> is the caller's clock in seconds, as a decimal string: the script reads no clock.
 --
 -- Errors are script errors; Redis prefixes them with "user_script:<line>: ". Their texts are
@@ -21,12 +24,18 @@
 --
 -- Redis 7 rules: everything here is local (no global is created, no standard table is
 -- changed), nothing random, no clock.
+--
+-- The source is qless_client/lua/src/, one file per concern, joined in the order of their
+-- numbers into one chunk by scripts/build_lua.py (a file uses the locals of the files before
+-- it): 01-03 keys, arguments and JSON; 04-10 the state the commands share (configuration,
+-- history, statistics, jobs, queues, dependencies, recurring templates); 11-17 the commands,
+-- each an entry of COMMANDS; 18 the dispatch.
 
 local NS = 'ql:'
 local DAY = 86400
 
 ---------------------------------------------------------------------------------------------
--- Key names
+-- Key names and pub/sub channels (everything under `ql:`)
 ---------------------------------------------------------------------------------------------
 
 local CONFIG = NS .. 'config'
@@ -58,8 +67,13 @@ local function stats_key(kind, day, queue)
     return NS .. 's:' .. kind .. ':' .. day .. ':' .. queue
 end
 
+local function publish(channel, message)
+    redis.call('publish', NS .. channel, message)
+end
+
+-- from src/02_args.lua
 ---------------------------------------------------------------------------------------------
--- Small helpers
+-- Arguments: numbers, options, the names every command needs
 ---------------------------------------------------------------------------------------------
 
 -- A number, or nil. Lua's tonumber also reads "inf" and "nan"; those are refused here: once
@@ -72,9 +86,48 @@ local function number(value)
     return x
 end
 
-local function publish(channel, message)
-    redis.call('publish', NS .. channel, message)
+-- The `key value` options of a command, `list[first]` on: put (and requeue), complete, recur
+-- and recur.update all read them here. Returns a table from key to value (a later key wins;
+-- a trailing key without a value is left out) and the same pairs in order, as {key, value}
+-- lists (a trailing key's value is nil). With `even`, a list whose options are not whole pairs
+-- is refused first, in qless-core's words, naming all of `list`.
+local function read_options(list, first, even)
+    if even and (#list - first + 1) % 2 == 1 then
+        error('Odd number of additional args: ' .. table.concat(list, ' '))
+    end
+    local options, in_order = {}, {}
+    for i = first, #list, 2 do
+        local key, value = list[i], list[i + 1]
+        in_order[#in_order + 1] = { key, value }
+        if value ~= nil then
+            options[key] = value
+        end
+    end
+    return options, in_order
 end
+
+local function need_jid(jid)
+    if not jid then
+        error('Job(): no jid provided')
+    end
+end
+
+local function need_queue(queue)
+    if not queue then
+        error('Queue(): no queue name provided')
+    end
+end
+
+local function need_recurring_jid(jid)
+    if not jid then
+        error('Recurring(): no jid provided')
+    end
+end
+
+-- from src/03_json.lua
+---------------------------------------------------------------------------------------------
+-- JSON: what we read back from Redis, what callers give
+---------------------------------------------------------------------------------------------
 
 -- JSON we read back from Redis (written by us or by another binding): nil when it is not JSON,
 -- so that one odd field never makes a job unreadable.
@@ -132,49 +185,7 @@ local function stored_tags(text)
     return out
 end
 
--- `key value key value ...` into a table (a trailing key without a value is dropped).
-local function options_of(list, first)
-    local options = {}
-    for i = first, #list, 2 do
-        if list[i + 1] ~= nil then
-            options[list[i]] = list[i + 1]
-        end
-    end
-    return options
-end
-
-local function odd_args_error(list)
-    error('Odd number of additional args: ' .. table.concat(list, ' '))
-end
-
-local function need_jid(jid)
-    if not jid then
-        error('Job(): no jid provided')
-    end
-end
-
-local function need_queue(queue)
-    if not queue then
-        error('Queue(): no queue name provided')
-    end
-end
-
-local function need_recurring_jid(jid)
-    if not jid then
-        error('Recurring(): no jid provided')
-    end
-end
-
-local function is_tracked(jid)
-    return redis.call('zscore', TRACKED, jid) ~= false
-end
-
-local function add_queue_name(queue, now)
-    if redis.call('zscore', QUEUES, queue) == false then
-        redis.call('zadd', QUEUES, now, queue)
-    end
-end
-
+-- from src/04_config.lua
 ---------------------------------------------------------------------------------------------
 -- Configuration (the `ql:config` hash; unset options read as these defaults)
 ---------------------------------------------------------------------------------------------
@@ -221,6 +232,7 @@ local function heartbeat_of(caller, queue)
     return config_number(caller, name, 60)
 end
 
+-- from src/05_history.lua
 ---------------------------------------------------------------------------------------------
 -- Job history: the list `ql:j:<jid>-history` of JSON arrays [when, what, {details}], read
 -- back as objects {when, what, details...}.
@@ -292,6 +304,7 @@ local function read_history(jid)
     return out
 end
 
+-- from src/06_stats.lua
 ---------------------------------------------------------------------------------------------
 -- Statistics: `ql:s:<wait|run>:<day>:<queue>` hashes hold a streaming count, mean and
 -- variance term (Welford's method: total, mean, vk) and a histogram (s0..s59 seconds, m1..m59
@@ -376,9 +389,14 @@ local function stat_summary(kind, day, queue)
     return { count = count, mean = mean, histogram = histogram, std = std }
 end
 
+-- from src/07_jobs.lua
 ---------------------------------------------------------------------------------------------
--- Reading jobs and recurring templates
+-- Jobs: reading a job hash, tracking, tag indexes
 ---------------------------------------------------------------------------------------------
+
+local function is_tracked(jid)
+    return redis.call('zscore', TRACKED, jid) ~= false
+end
 
 local JOB_FIELDS = { 'jid', 'klass', 'state', 'queue', 'worker', 'priority', 'expires',
                      'retries', 'remaining', 'data', 'tags', 'failure', 'spawned_from_jid' }
@@ -438,39 +456,40 @@ local function job_exists(jid)
     return redis.call('exists', job_key(jid)) == 1
 end
 
-local RECUR_FIELDS = { 'jid', 'klass', 'state', 'queue', 'priority', 'interval', 'retries',
-                       'count', 'data', 'tags', 'backlog' }
-
-local function recurring_data(jid)
-    local f = redis.call('hmget', recur_key(jid), unpack(RECUR_FIELDS))
-    if not f[1] then
-        return nil
+-- Count a tag on (+1) or off (-1) a job in the tag's index and in the `ql:tags` counts.
+local function index_tag(jid, tag, now, by)
+    if by > 0 then
+        redis.call('zadd', tag_key(tag), now, jid)
+    else
+        redis.call('zrem', tag_key(tag), jid)
     end
-    local tags = decode(f[10])
-    if type(tags) ~= 'table' then
-        tags = {}
-    end
-    return {
-        jid = f[1],
-        klass = f[2],
-        state = f[3],
-        queue = f[4],
-        priority = number(f[5]),
-        interval = number(f[6]),
-        retries = number(f[7]),
-        count = number(f[8]),
-        data = f[9],
-        tags = tags,
-        backlog = number(f[11]) or 0,
-    }
+    redis.call('zincrby', TAGS, by, tag)
 end
 
+-- Take a job's stored tags off the tag indexes and counts (before it is deleted or re-put).
+local function unindex_tags(jid, tags_text)
+    for _, tag in ipairs(stored_tags(tags_text)) do
+        index_tag(jid, tag, 0, -1)
+    end
+end
+
+local function exhausted_message(queue)
+    return 'Job exhausted retries in queue "' .. queue .. '"'
+end
+
+-- from src/08_queues.lua
 ---------------------------------------------------------------------------------------------
 -- Queue sets: `-work` (waiting, scored priority - put time / 1e10 and read highest first, so
 -- a higher priority pops first and equal priorities oldest first), `-locks` (running, scored
 -- by lock expiry), `-scheduled` (by due time), `-depends` (by time put), `-recur` (recurring
 -- templates, by next run).
 ---------------------------------------------------------------------------------------------
+
+local function add_queue_name(queue, now)
+    if redis.call('zscore', QUEUES, queue) == false then
+        redis.call('zadd', QUEUES, now, queue)
+    end
+end
 
 local function work_add(queue, now, priority, jid)
     redis.call('zadd', queue_key(queue, 'work'), priority - (now / 10000000000), jid)
@@ -506,20 +525,10 @@ local function is_paused(queue)
     return redis.call('sismember', PAUSED, queue) == 1
 end
 
--- Count a tag on (+1) or off (-1) a job in the tag's index and in the `ql:tags` counts.
-local function index_tag(jid, tag, now, by)
-    if by > 0 then
-        redis.call('zadd', tag_key(tag), now, jid)
-    else
-        redis.call('zrem', tag_key(tag), jid)
-    end
-    redis.call('zincrby', TAGS, by, tag)
-end
-
--- Take a job's stored tags off the tag indexes and counts (before it is deleted or re-put).
-local function unindex_tags(jid, tags_text)
-    for _, tag in ipairs(stored_tags(tags_text)) do
-        index_tag(jid, tag, 0, -1)
+-- ZREM of many members, a bounded number at a time (unpack has a stack limit).
+local function zrem_all(key, members)
+    for first = 1, #members, 1000 do
+        redis.call('zrem', key, unpack(members, first, math.min(first + 999, #members)))
     end
 end
 
@@ -536,69 +545,6 @@ local function promote_scheduled(queue, now, count)
             redis.call('hset', job_key(jid), 'state', 'waiting')
         end
     end
-end
-
--- Spawn the jobs of `queue`'s recurring templates that came due by `now`, at most `count` in
--- all. Each run is a job `<template jid>-<n>`, put at its own due time; with a backlog, runs
--- more than `backlog` intervals late are skipped.
-local function spawn_recurring(queue, now, count)
-    local key = queue_key(queue, 'recur')
-    local spawned = 0
-    for _, rjid in ipairs(redis.call('zrangebyscore', key, 0, now, 'LIMIT', 0, count)) do
-        local t = redis.call('hmget', recur_key(rjid), 'klass', 'data', 'priority', 'tags',
-            'retries', 'interval', 'backlog')
-        local interval = number(t[6])
-        if not t[1] or interval == nil then
-            -- A template that is gone (or unreadable): qless-core fails here on every pop.
-            redis.call('zrem', key, rjid)
-        else
-            local tags = stored_tags(t[4])
-            local due = math.floor(tonumber(redis.call('zscore', key, rjid)))
-            local backlog = number(t[7]) or 0
-            if backlog ~= 0 then
-                local late = (now - due) / interval
-                if late > backlog then
-                    due = due + math.ceil(late - backlog) * interval
-                end
-            end
-            while due <= now and spawned < count do
-                local n = redis.call('hincrby', recur_key(rjid), 'count', 1)
-                local jid = rjid .. '-' .. n
-                -- A template made again after `unrecur` counts from 0 again: skip the run
-                -- numbers whose jobs still exist, where qless-core writes over them.
-                while job_exists(jid) do
-                    n = redis.call('hincrby', recur_key(rjid), 'count', 1)
-                    jid = rjid .. '-' .. n
-                end
-                spawned = spawned + 1
-                for _, tag in ipairs(tags) do
-                    index_tag(jid, tag, now, 1)
-                end
-                redis.call('hset', job_key(jid),
-                    'jid', jid,
-                    'klass', t[1],
-                    'data', t[2],
-                    'priority', t[3] or 0,
-                    'tags', t[4] or '{}',
-                    'state', 'waiting',
-                    'worker', '',
-                    'expires', 0,
-                    'queue', queue,
-                    'retries', t[5] or 0,
-                    'remaining', t[5] or 0,
-                    'time', string.format('%.20f', due),
-                    'spawned_from_jid', rjid)
-                add_history(jid, due, 'put', { q = queue })
-                work_add(queue, due, number(t[3]) or 0, jid)
-                due = due + interval
-                redis.call('zadd', key, due, rjid)
-            end
-        end
-    end
-end
-
-local function exhausted_message(queue)
-    return 'Job exhausted retries in queue "' .. queue .. '"'
 end
 
 -- Locks of `queue` that expired by `now` (at most `count`). The first time, the worker gets a
@@ -686,6 +632,7 @@ local function queue_counts(queue, now)
     }
 end
 
+-- from src/09_dependencies.lua
 ---------------------------------------------------------------------------------------------
 -- Dependencies
 ---------------------------------------------------------------------------------------------
@@ -713,9 +660,102 @@ local function release(jid, now)
     end
 end
 
+-- from src/10_recurring.lua
 ---------------------------------------------------------------------------------------------
--- Commands, in the order of qless-core's api.lua. Each takes `now` and the command's
--- arguments and returns the reply.
+-- Recurring templates (`ql:r:<jid>`): reading one, spawning the runs that came due
+---------------------------------------------------------------------------------------------
+
+local RECUR_FIELDS = { 'jid', 'klass', 'state', 'queue', 'priority', 'interval', 'retries',
+                       'count', 'data', 'tags', 'backlog' }
+
+local function recurring_data(jid)
+    local f = redis.call('hmget', recur_key(jid), unpack(RECUR_FIELDS))
+    if not f[1] then
+        return nil
+    end
+    local tags = decode(f[10])
+    if type(tags) ~= 'table' then
+        tags = {}
+    end
+    return {
+        jid = f[1],
+        klass = f[2],
+        state = f[3],
+        queue = f[4],
+        priority = number(f[5]),
+        interval = number(f[6]),
+        retries = number(f[7]),
+        count = number(f[8]),
+        data = f[9],
+        tags = tags,
+        backlog = number(f[11]) or 0,
+    }
+end
+
+-- Spawn the jobs of `queue`'s recurring templates that came due by `now`, at most `count` in
+-- all. Each run is a job `<template jid>-<n>`, put at its own due time; with a backlog, runs
+-- more than `backlog` intervals late are skipped.
+local function spawn_recurring(queue, now, count)
+    local key = queue_key(queue, 'recur')
+    local spawned = 0
+    for _, rjid in ipairs(redis.call('zrangebyscore', key, 0, now, 'LIMIT', 0, count)) do
+        local t = redis.call('hmget', recur_key(rjid), 'klass', 'data', 'priority', 'tags',
+            'retries', 'interval', 'backlog')
+        local interval = number(t[6])
+        if not t[1] or interval == nil then
+            -- A template that is gone (or unreadable): qless-core fails here on every pop.
+            redis.call('zrem', key, rjid)
+        else
+            local tags = stored_tags(t[4])
+            local due = math.floor(tonumber(redis.call('zscore', key, rjid)))
+            local backlog = number(t[7]) or 0
+            if backlog ~= 0 then
+                local late = (now - due) / interval
+                if late > backlog then
+                    due = due + math.ceil(late - backlog) * interval
+                end
+            end
+            while due <= now and spawned < count do
+                local n = redis.call('hincrby', recur_key(rjid), 'count', 1)
+                local jid = rjid .. '-' .. n
+                -- A template made again after `unrecur` counts from 0 again: skip the run
+                -- numbers whose jobs still exist, where qless-core writes over them.
+                while job_exists(jid) do
+                    n = redis.call('hincrby', recur_key(rjid), 'count', 1)
+                    jid = rjid .. '-' .. n
+                end
+                spawned = spawned + 1
+                for _, tag in ipairs(tags) do
+                    index_tag(jid, tag, now, 1)
+                end
+                redis.call('hset', job_key(jid),
+                    'jid', jid,
+                    'klass', t[1],
+                    'data', t[2],
+                    'priority', t[3] or 0,
+                    'tags', t[4] or '{}',
+                    'state', 'waiting',
+                    'worker', '',
+                    'expires', 0,
+                    'queue', queue,
+                    'retries', t[5] or 0,
+                    'remaining', t[5] or 0,
+                    'time', string.format('%.20f', due),
+                    'spawned_from_jid', rjid)
+                add_history(jid, due, 'put', { q = queue })
+                work_add(queue, due, number(t[3]) or 0, jid)
+                due = due + interval
+                redis.call('zadd', key, due, rjid)
+            end
+        end
+    end
+end
+
+-- from src/11_commands_jobs.lua
+---------------------------------------------------------------------------------------------
+-- Commands. Each entry of COMMANDS takes `now` and the command's arguments and returns the
+-- reply; 11-17 fill it by concern (in each, in the order of qless-core's api.lua), 18
+-- dispatches. Here: a job's life outside a worker (get, put, priority, log, cancel).
 ---------------------------------------------------------------------------------------------
 
 local COMMANDS = {}
@@ -735,54 +775,249 @@ COMMANDS['multiget'] = function(now, ...)
     return cjson.encode(jobs_data({ ... }))
 end
 
--- config.get [option]  ->  the value (a default is an integer reply), or all options as JSON
-COMMANDS['config.get'] = function(now, option)
-    if option then
-        return config_get(option)
+-- priority <jid> <priority>  ->  the priority (an integer reply: Redis truncates)
+COMMANDS['priority'] = function(now, jid, priority)
+    need_jid(jid)
+    local p = number(priority)
+    if p == nil then
+        error('Priority(): Arg "priority" missing or not a number: ' .. tostring(priority))
     end
-    local all = {}
-    for name, value in pairs(CONFIG_DEFAULTS) do
-        all[name] = value
+    local queue = redis.call('hget', job_key(jid), 'queue')
+    if not queue then
+        error('Priority(): Job ' .. jid .. ' does not exist')
     end
-    local stored = redis.call('hgetall', CONFIG)
-    for i = 1, #stored, 2 do
-        all[stored[i]] = stored[i + 1]
+    if queue ~= '' and redis.call('zscore', queue_key(queue, 'work'), jid) then
+        -- As qless-core: the new score has no time part, so the job goes first among the jobs
+        -- of its new priority.
+        work_add(queue, 0, p, jid)
     end
-    return cjson.encode(all)
+    redis.call('hset', job_key(jid), 'priority', p)
+    return p
 end
 
--- config.set <option> <value>  (any text is stored, as qless-core does)
-COMMANDS['config.set'] = function(now, option, value)
-    if not option then
-        error('config.set(): Arg "option" missing')
+-- log <jid> <message> [data]  ->  nil; appends {what = message, when, data...} to the history
+COMMANDS['log'] = function(now, jid, message, data)
+    if not jid then
+        error("Log(): Argument 'jid' missing")
     end
-    if not value then
-        error('config.set(): Arg "value" missing')
+    if not message then
+        error("Log(): Argument 'message' missing")
     end
-    publish('log', cjson.encode({ event = 'config_set', option = option, value = value }))
-    redis.call('hset', CONFIG, option, value)
+    local details
+    if data then
+        details = cjson.decode(data)
+        if not details then
+            error("Log(): Argument 'data' not cjson: " .. data)
+        end
+        -- Other JSON values would be stored, and then qless-core could not read the job.
+        if type(details) ~= 'table' then
+            error("Log(): Argument 'data' not a JSON object: " .. data)
+        end
+    end
+    if not job_exists(jid) then
+        error('Log(): Job ' .. jid .. ' does not exist')
+    end
+    add_history(jid, now, message, details)
 end
 
--- config.unset <option>
-COMMANDS['config.unset'] = function(now, option)
-    if not option then
-        error('config.unset(): Arg "option" missing')
+-- cancel <jid>...  ->  the jids given (a list reply). Jobs that are complete are left alone;
+-- a job others depend on can only be cancelled together with them.
+COMMANDS['cancel'] = function(now, ...)
+    local jids = { ... }
+    local dependents = {}
+    for _, jid in ipairs(jids) do
+        dependents[jid] = redis.call('smembers', dependents_key(jid))
     end
-    publish('log', cjson.encode({ event = 'config_unset', option = option }))
-    redis.call('hdel', CONFIG, option)
+    for _, jid in ipairs(jids) do
+        for _, dependent in ipairs(dependents[jid]) do
+            if dependents[dependent] == nil then
+                error('Cancel(): ' .. jid .. ' is a dependency of ' .. dependent ..
+                    ' but is not mentioned to be canceled')
+            end
+        end
+    end
+    for _, jid in ipairs(jids) do
+        local f = redis.call('hmget', job_key(jid), 'state', 'queue', 'failure', 'worker', 'tags')
+        local state, queue, failure, worker = f[1], f[2], f[3], f[4]
+        if state ~= 'complete' then
+            local event = cjson.encode({ jid = jid, worker = worker, event = 'canceled',
+                                         queue = queue })
+            publish('log', event)
+            if worker and worker ~= '' then
+                redis.call('zrem', worker_key(worker), jid)
+                publish('w:' .. worker, event)
+            end
+            if queue then
+                queue_remove(queue, jid, ALL_JOB_SETS)
+            end
+            for _, dep in ipairs(redis.call('smembers', dependencies_key(jid))) do
+                redis.call('srem', dependents_key(dep), jid)
+            end
+            redis.call('del', dependencies_key(jid))
+            if state == 'failed' then
+                local info = decode(failure)
+                if type(info) == 'table' and info.group ~= nil then
+                    redis.call('lrem', group_key(info.group), 0, jid)
+                    if redis.call('llen', group_key(info.group)) == 0 then
+                        redis.call('srem', FAILURES, info.group)
+                    end
+                    if number(info.when) and queue then
+                        uncount_failed(queue, number(info.when))
+                    end
+                end
+            end
+            unindex_tags(jid, f[5])
+            if is_tracked(jid) then
+                publish('canceled', jid)
+            end
+            redis.call('del', job_key(jid))
+            redis.call('del', history_key(jid))
+        end
+    end
+    return jids
 end
 
--- queues [queue]  ->  JSON counts of one queue, or a list for every known queue
-COMMANDS['queues'] = function(now, queue)
-    if queue then
-        return cjson.encode(queue_counts(queue, now))
+-- put <queue> <jid> <klass> <data> <delay> [priority <p>] [tags <json>] [retries <n>]
+--     [depends <json>]  ->  jid
+-- A job that exists is moved (its lock, if any, is lost); unset options keep its values.
+COMMANDS['put'] = function(now, queue, jid, klass, data, delay, ...)
+    need_queue(queue)
+    -- Every check comes before the first write: qless-core takes the old tags off first.
+    if not jid then
+        error('Put(): Arg "jid" missing')
     end
-    local out = {}
-    for _, name in ipairs(redis.call('zrange', QUEUES, 0, -1)) do
-        out[#out + 1] = queue_counts(name, now)
+    if not klass then
+        error('Put(): Arg "klass" missing')
     end
-    return cjson.encode(out)
+    json_arg(data, 'Put(): Arg "data" missing or not JSON: ' .. tostring(data))
+    local wait = number(delay)
+    if wait == nil then
+        error('Put(): Arg "delay" not a number: ' .. tostring(delay))
+    end
+    local options = read_options({ ... }, 1, true)
+    local f = redis.call('hmget', job_key(jid), 'priority', 'tags', 'queue', 'state', 'failure',
+        'retries', 'worker')
+    local old_tags, old_queue, old_state, old_failure, old_worker = f[2], f[3], f[4], f[5], f[7]
+    local retries = number(options['retries'] or f[6] or 5)
+    if retries == nil then
+        error('Put(): Arg "retries" not a number: ' .. tostring(options['retries']))
+    end
+    local tags
+    if options['tags'] then
+        tags = json_arg(options['tags'], 'Put(): Arg "tags" not JSON' .. options['tags'])
+    else
+        tags = stored_tags(old_tags)
+    end
+    local priority = number(options['priority'] or f[1] or 0)
+    if priority == nil then
+        error('Put(): Arg "priority" not a number' .. tostring(options['priority']))
+    end
+    local depends = json_arg(options['depends'] or '[]',
+        'Put(): Arg "depends" not JSON: ' .. tostring(options['depends']))
+    if not is_name_list(depends) then
+        error('Put(): Arg "depends" not a JSON array of jids: ' .. options['depends'])
+    end
+    if wait > 0 and #depends > 0 then
+        error('Put(): "delay" and "depends" are not allowed to be used together')
+    end
+    if not is_name_list(tags) then
+        error('Put(): Arg "tags" not a JSON array of strings: ' .. options['tags'])
+    end
+
+    unindex_tags(jid, old_tags)
+    if #depends > 0 then
+        -- The new list replaces the dependencies the job had.
+        local wanted = {}
+        for _, dep in ipairs(depends) do
+            wanted[dep] = true
+        end
+        for _, dep in ipairs(redis.call('smembers', dependencies_key(jid))) do
+            if not wanted[dep] then
+                redis.call('srem', dependents_key(dep), jid)
+                redis.call('srem', dependencies_key(jid), dep)
+            end
+        end
+    end
+    publish('log', cjson.encode({ jid = jid, event = 'put', queue = queue }))
+    add_history(jid, now, 'put', { q = queue })
+    if old_queue then
+        queue_remove(old_queue, jid, ALL_JOB_SETS)
+    end
+    if old_worker and old_worker ~= '' then
+        redis.call('zrem', worker_key(old_worker), jid)
+        local event = cjson.encode({ jid = jid, event = 'lock_lost', worker = old_worker })
+        publish('w:' .. old_worker, event)
+        publish('log', event)
+    end
+    if old_state == 'complete' then
+        redis.call('zrem', COMPLETED, jid)
+    end
+    for _, tag in ipairs(tags) do
+        index_tag(jid, tag, now, 1)
+    end
+    if old_state == 'failed' then
+        local info = decode(old_failure)
+        if type(info) == 'table' and info.group ~= nil then
+            redis.call('lrem', group_key(info.group), 0, jid)
+            if redis.call('llen', group_key(info.group)) == 0 then
+                redis.call('srem', FAILURES, info.group)
+            end
+            -- The failure was counted on the queue the job failed in; qless-core takes it
+            -- off the count of the queue the job is put in.
+            if number(info.when) then
+                uncount_failed(old_queue or queue, number(info.when))
+            end
+        end
+    end
+    local state = 'waiting'
+    if wait > 0 then
+        state = 'scheduled'
+    end
+    redis.call('hset', job_key(jid),
+        'jid', jid,
+        'klass', klass,
+        'data', data,
+        'priority', priority,
+        'tags', cjson.encode(tags),
+        'state', state,
+        'worker', '',
+        'expires', 0,
+        'queue', queue,
+        'retries', retries,
+        'remaining', retries,
+        'time', string.format('%.20f', now))
+    add_dependencies(jid, depends)
+    if wait > 0 then
+        redis.call('zadd', queue_key(queue, 'scheduled'), now + wait, jid)
+    elseif redis.call('scard', dependencies_key(jid)) > 0 then
+        redis.call('zadd', queue_key(queue, 'depends'), now, jid)
+        redis.call('hset', job_key(jid), 'state', 'depends')
+    else
+        work_add(queue, now, priority, jid)
+    end
+    add_queue_name(queue, now)
+    if is_tracked(jid) then
+        publish('put', jid)
+    end
+    return jid
 end
+
+-- requeue <queue> <jid> <klass> <data> <delay> [options]  ->  jid
+-- `put` for a job that must exist. Not in qless-core 0.11.4 (later qless-core has it, with a
+-- worker argument as its `put` has): an addition of ours.
+COMMANDS['requeue'] = function(now, queue, jid, ...)
+    need_jid(jid)
+    if not job_exists(jid) then
+        error('Requeue(): Job ' .. jid .. ' does not exist')
+    end
+    return COMMANDS['put'](now, queue, jid, ...)
+end
+
+-- from src/12_commands_running.lua
+---------------------------------------------------------------------------------------------
+-- Commands: a popped job in a worker's hands (complete, fail, retry, heartbeat, timeout),
+-- and the dependencies a job waits on
+---------------------------------------------------------------------------------------------
 
 -- complete <jid> <worker> <queue> <data> [next <queue>] [delay <s>] [depends <json>]
 --     ->  the job's new state: complete, waiting, scheduled or depends
@@ -795,7 +1030,7 @@ COMMANDS['complete'] = function(now, jid, worker, queue, data, ...)
         error('Complete(): Arg "queue" missing')
     end
     json_arg(data, 'Complete(): Arg "data" missing or not JSON: ' .. tostring(data))
-    local options = options_of({ ... }, 1)
+    local options = read_options({ ... }, 1)
     local next_queue = options['next']
     local delay = 0
     if options['delay'] ~= nil then
@@ -916,31 +1151,6 @@ COMMANDS['complete'] = function(now, jid, worker, queue, data, ...)
     return 'complete'
 end
 
--- failed  ->  JSON {group: number of jobs}
--- failed <group> [start [limit]]  ->  JSON {total, jobs: [jid...]}
-COMMANDS['failed'] = function(now, group, start, limit)
-    local first = number(start or 0)
-    if first == nil then
-        error('Failed(): Arg "start" is not a number: ' .. start)
-    end
-    local size = number(limit or 25)
-    if size == nil then
-        error('Failed(): Arg "limit" is not a number: ' .. limit)
-    end
-    if group then
-        -- As qless-core: `limit` is the end of the range, not its length.
-        return cjson.encode({
-            total = redis.call('llen', group_key(group)),
-            jobs = redis.call('lrange', group_key(group), first, size - 1),
-        })
-    end
-    local counts = {}
-    for _, name in ipairs(redis.call('smembers', FAILURES)) do
-        counts[name] = redis.call('llen', group_key(name))
-    end
-    return cjson.encode(counts)
-end
-
 -- fail <jid> <worker> <group> <message> [data]  ->  jid
 COMMANDS['fail'] = function(now, jid, worker, group, message, data)
     need_jid(jid)
@@ -995,50 +1205,6 @@ COMMANDS['fail'] = function(now, jid, worker, group, message, data)
     redis.call('sadd', FAILURES, group)
     redis.call('lpush', group_key(group), jid)
     return jid
-end
-
--- jobs complete [offset [count]]  |  jobs <running|stalled|scheduled|depends|recurring>
---     <queue> [offset [count]]  ->  a list of jids
-COMMANDS['jobs'] = function(now, state, ...)
-    if not state then
-        error('Jobs(): Arg "state" missing')
-    end
-    local args = { ... }
-    local function page(i)
-        local offset = number(args[i] or 0)
-        if offset == nil then
-            error('Jobs(): Arg "offset" not a number: ' .. tostring(args[i]))
-        end
-        local count = number(args[i + 1] or 25)
-        if count == nil then
-            error('Jobs(): Arg "count" not a number: ' .. tostring(args[i + 1]))
-        end
-        return offset, count
-    end
-    if state == 'complete' then
-        local offset, count = page(1)
-        return redis.call('zrevrange', COMPLETED, offset, offset + count - 1)
-    end
-    local queue = args[1]
-    if not queue then
-        error('Jobs(): Arg "queue" missing')
-    end
-    local offset, count = page(2)
-    if state == 'running' then
-        return redis.call('zrangebyscore', queue_key(queue, 'locks'), now, '+inf',
-            'LIMIT', offset, count)
-    elseif state == 'stalled' then
-        return expired_locks(queue, now, offset, count)
-    elseif state == 'scheduled' then
-        promote_scheduled(queue, now, redis.call('zcard', queue_key(queue, 'scheduled')))
-        return redis.call('zrange', queue_key(queue, 'scheduled'), offset, offset + count - 1)
-    elseif state == 'depends' then
-        return redis.call('zrange', queue_key(queue, 'depends'), offset, offset + count - 1)
-    elseif state == 'recurring' then
-        return redis.call('zrangebyscore', queue_key(queue, 'recur'), 0, '+inf',
-            'LIMIT', offset, count)
-    end
-    error('Jobs(): Unknown type "' .. state .. '"')
 end
 
 -- retry <jid> <queue> <worker> [delay [group message]]  ->  the retries left; below 0 the job
@@ -1173,31 +1339,29 @@ COMMANDS['heartbeat'] = function(now, jid, worker, data)
     return expires
 end
 
--- workers  ->  JSON list of {name, jobs, stalled} (counts), most recently seen first
--- workers <worker>  ->  JSON {jobs: [jid...], stalled: [jid...]}
--- Workers not seen (popping) for `max-worker-age` seconds are forgotten first.
-COMMANDS['workers'] = function(now, worker)
-    local age = config_number('Workers()', 'max-worker-age', 86400)
-    for _, old in ipairs(redis.call('zrangebyscore', WORKERS, 0, now - age)) do
-        redis.call('del', worker_key(old))
+-- timeout <jid>...  ->  nil; takes running jobs' locks back at once (they go first in their
+-- queue, `stalled`)
+COMMANDS['timeout'] = function(now, ...)
+    for _, jid in ipairs({ ... }) do
+        local f = redis.call('hmget', job_key(jid), 'queue', 'state', 'worker')
+        local queue, state, worker = f[1], f[2], f[3]
+        if state ~= 'running' then
+            error('Timeout(): Job ' .. jid .. ' not running')
+        end
+        add_history(jid, now, 'timed-out')
+        redis.call('zrem', queue_key(queue, 'locks'), jid)
+        work_add(queue, now, math.huge, jid)
+        redis.call('hset', job_key(jid), 'state', 'stalled', 'expires', 0)
+        local event = cjson.encode({ jid = jid, event = 'lock_lost', worker = worker })
+        publish('w:' .. worker, event)
+        publish('log', event)
     end
-    redis.call('zremrangebyscore', WORKERS, 0, now - age)
-    if worker then
-        return cjson.encode({
-            jobs = redis.call('zrevrangebyscore', worker_key(worker), now + 8640000, now),
-            stalled = redis.call('zrevrangebyscore', worker_key(worker), now, 0),
-        })
-    end
-    local out = {}
-    for _, name in ipairs(redis.call('zrevrange', WORKERS, 0, -1)) do
-        out[#out + 1] = {
-            name = name,
-            jobs = redis.call('zcount', worker_key(name), now, now + 8640000),
-            stalled = redis.call('zcount', worker_key(name), 0, now),
-        }
-    end
-    return cjson.encode(out)
 end
+
+-- from src/13_commands_tracking.lua
+---------------------------------------------------------------------------------------------
+-- Commands: tracked jobs (`ql:tracked`) and job tags
+---------------------------------------------------------------------------------------------
 
 -- track  ->  JSON {jobs: [job...], expired: [jid...]}
 -- track track|untrack <jid>  ->  "1" or "0" (a JSON number, as qless-core replies)
@@ -1329,6 +1493,92 @@ COMMANDS['tag'] = function(now, command, ...)
     error('Tag(): First argument must be "add", "remove" or "get"')
 end
 
+-- from src/14_commands_queues.lua
+---------------------------------------------------------------------------------------------
+-- Commands: queues (counts, listings, pop and peek, pause, failure groups, statistics)
+---------------------------------------------------------------------------------------------
+
+-- queues [queue]  ->  JSON counts of one queue, or a list for every known queue
+COMMANDS['queues'] = function(now, queue)
+    if queue then
+        return cjson.encode(queue_counts(queue, now))
+    end
+    local out = {}
+    for _, name in ipairs(redis.call('zrange', QUEUES, 0, -1)) do
+        out[#out + 1] = queue_counts(name, now)
+    end
+    return cjson.encode(out)
+end
+
+-- failed  ->  JSON {group: number of jobs}
+-- failed <group> [start [limit]]  ->  JSON {total, jobs: [jid...]}
+COMMANDS['failed'] = function(now, group, start, limit)
+    local first = number(start or 0)
+    if first == nil then
+        error('Failed(): Arg "start" is not a number: ' .. start)
+    end
+    local size = number(limit or 25)
+    if size == nil then
+        error('Failed(): Arg "limit" is not a number: ' .. limit)
+    end
+    if group then
+        -- As qless-core: `limit` is the end of the range, not its length.
+        return cjson.encode({
+            total = redis.call('llen', group_key(group)),
+            jobs = redis.call('lrange', group_key(group), first, size - 1),
+        })
+    end
+    local counts = {}
+    for _, name in ipairs(redis.call('smembers', FAILURES)) do
+        counts[name] = redis.call('llen', group_key(name))
+    end
+    return cjson.encode(counts)
+end
+
+-- jobs complete [offset [count]]  |  jobs <running|stalled|scheduled|depends|recurring>
+--     <queue> [offset [count]]  ->  a list of jids
+COMMANDS['jobs'] = function(now, state, ...)
+    if not state then
+        error('Jobs(): Arg "state" missing')
+    end
+    local args = { ... }
+    local function page(i)
+        local offset = number(args[i] or 0)
+        if offset == nil then
+            error('Jobs(): Arg "offset" not a number: ' .. tostring(args[i]))
+        end
+        local count = number(args[i + 1] or 25)
+        if count == nil then
+            error('Jobs(): Arg "count" not a number: ' .. tostring(args[i + 1]))
+        end
+        return offset, count
+    end
+    if state == 'complete' then
+        local offset, count = page(1)
+        return redis.call('zrevrange', COMPLETED, offset, offset + count - 1)
+    end
+    local queue = args[1]
+    if not queue then
+        error('Jobs(): Arg "queue" missing')
+    end
+    local offset, count = page(2)
+    if state == 'running' then
+        return redis.call('zrangebyscore', queue_key(queue, 'locks'), now, '+inf',
+            'LIMIT', offset, count)
+    elseif state == 'stalled' then
+        return expired_locks(queue, now, offset, count)
+    elseif state == 'scheduled' then
+        promote_scheduled(queue, now, redis.call('zcard', queue_key(queue, 'scheduled')))
+        return redis.call('zrange', queue_key(queue, 'scheduled'), offset, offset + count - 1)
+    elseif state == 'depends' then
+        return redis.call('zrange', queue_key(queue, 'depends'), offset, offset + count - 1)
+    elseif state == 'recurring' then
+        return redis.call('zrangebyscore', queue_key(queue, 'recur'), 0, '+inf',
+            'LIMIT', offset, count)
+    end
+    error('Jobs(): Unknown type "' .. state .. '"')
+end
+
 -- stats <queue> <date>  ->  JSON {retries, failed, failures, wait, run} of the day `date` is in
 COMMANDS['stats'] = function(now, queue, date)
     need_queue(queue)
@@ -1348,51 +1598,6 @@ COMMANDS['stats'] = function(now, queue, date)
     })
 end
 
--- priority <jid> <priority>  ->  the priority (an integer reply: Redis truncates)
-COMMANDS['priority'] = function(now, jid, priority)
-    need_jid(jid)
-    local p = number(priority)
-    if p == nil then
-        error('Priority(): Arg "priority" missing or not a number: ' .. tostring(priority))
-    end
-    local queue = redis.call('hget', job_key(jid), 'queue')
-    if not queue then
-        error('Priority(): Job ' .. jid .. ' does not exist')
-    end
-    if queue ~= '' and redis.call('zscore', queue_key(queue, 'work'), jid) then
-        -- As qless-core: the new score has no time part, so the job goes first among the jobs
-        -- of its new priority.
-        work_add(queue, 0, p, jid)
-    end
-    redis.call('hset', job_key(jid), 'priority', p)
-    return p
-end
-
--- log <jid> <message> [data]  ->  nil; appends {what = message, when, data...} to the history
-COMMANDS['log'] = function(now, jid, message, data)
-    if not jid then
-        error("Log(): Argument 'jid' missing")
-    end
-    if not message then
-        error("Log(): Argument 'message' missing")
-    end
-    local details
-    if data then
-        details = cjson.decode(data)
-        if not details then
-            error("Log(): Argument 'data' not cjson: " .. data)
-        end
-        -- Other JSON values would be stored, and then qless-core could not read the job.
-        if type(details) ~= 'table' then
-            error("Log(): Argument 'data' not a JSON object: " .. data)
-        end
-    end
-    if not job_exists(jid) then
-        error('Log(): Job ' .. jid .. ' does not exist')
-    end
-    add_history(jid, now, message, details)
-end
-
 -- peek <queue> <count>  ->  JSON list of the jobs pop would hand out next (stalled first),
 -- without locking them
 COMMANDS['peek'] = function(now, queue, count)
@@ -1408,13 +1613,6 @@ COMMANDS['peek'] = function(now, queue, count)
         jids[#jids + 1] = jid
     end
     return cjson.encode(jobs_data(jids))
-end
-
--- ZREM of many members, a bounded number at a time (unpack has a stack limit).
-local function zrem_all(key, members)
-    for first = 1, #members, 1000 do
-        redis.call('zrem', key, unpack(members, first, math.min(first + 999, #members)))
-    end
 end
 
 -- pop <queue> <worker> <count>  ->  JSON list of the jobs now locked for `worker`: jobs whose
@@ -1488,222 +1686,6 @@ COMMANDS['unpause'] = function(now, ...)
     redis.call('srem', PAUSED, ...)
 end
 
--- cancel <jid>...  ->  the jids given (a list reply). Jobs that are complete are left alone;
--- a job others depend on can only be cancelled together with them.
-COMMANDS['cancel'] = function(now, ...)
-    local jids = { ... }
-    local dependents = {}
-    for _, jid in ipairs(jids) do
-        dependents[jid] = redis.call('smembers', dependents_key(jid))
-    end
-    for _, jid in ipairs(jids) do
-        for _, dependent in ipairs(dependents[jid]) do
-            if dependents[dependent] == nil then
-                error('Cancel(): ' .. jid .. ' is a dependency of ' .. dependent ..
-                    ' but is not mentioned to be canceled')
-            end
-        end
-    end
-    for _, jid in ipairs(jids) do
-        local f = redis.call('hmget', job_key(jid), 'state', 'queue', 'failure', 'worker', 'tags')
-        local state, queue, failure, worker = f[1], f[2], f[3], f[4]
-        if state ~= 'complete' then
-            local event = cjson.encode({ jid = jid, worker = worker, event = 'canceled',
-                                         queue = queue })
-            publish('log', event)
-            if worker and worker ~= '' then
-                redis.call('zrem', worker_key(worker), jid)
-                publish('w:' .. worker, event)
-            end
-            if queue then
-                queue_remove(queue, jid, ALL_JOB_SETS)
-            end
-            for _, dep in ipairs(redis.call('smembers', dependencies_key(jid))) do
-                redis.call('srem', dependents_key(dep), jid)
-            end
-            redis.call('del', dependencies_key(jid))
-            if state == 'failed' then
-                local info = decode(failure)
-                if type(info) == 'table' and info.group ~= nil then
-                    redis.call('lrem', group_key(info.group), 0, jid)
-                    if redis.call('llen', group_key(info.group)) == 0 then
-                        redis.call('srem', FAILURES, info.group)
-                    end
-                    if number(info.when) and queue then
-                        uncount_failed(queue, number(info.when))
-                    end
-                end
-            end
-            unindex_tags(jid, f[5])
-            if is_tracked(jid) then
-                publish('canceled', jid)
-            end
-            redis.call('del', job_key(jid))
-            redis.call('del', history_key(jid))
-        end
-    end
-    return jids
-end
-
--- timeout <jid>...  ->  nil; takes running jobs' locks back at once (they go first in their
--- queue, `stalled`)
-COMMANDS['timeout'] = function(now, ...)
-    for _, jid in ipairs({ ... }) do
-        local f = redis.call('hmget', job_key(jid), 'queue', 'state', 'worker')
-        local queue, state, worker = f[1], f[2], f[3]
-        if state ~= 'running' then
-            error('Timeout(): Job ' .. jid .. ' not running')
-        end
-        add_history(jid, now, 'timed-out')
-        redis.call('zrem', queue_key(queue, 'locks'), jid)
-        work_add(queue, now, math.huge, jid)
-        redis.call('hset', job_key(jid), 'state', 'stalled', 'expires', 0)
-        local event = cjson.encode({ jid = jid, event = 'lock_lost', worker = worker })
-        publish('w:' .. worker, event)
-        publish('log', event)
-    end
-end
-
--- put <queue> <jid> <klass> <data> <delay> [priority <p>] [tags <json>] [retries <n>]
---     [depends <json>]  ->  jid
--- A job that exists is moved (its lock, if any, is lost); unset options keep its values.
-COMMANDS['put'] = function(now, queue, jid, klass, data, delay, ...)
-    need_queue(queue)
-    -- Every check comes before the first write: qless-core takes the old tags off first.
-    if not jid then
-        error('Put(): Arg "jid" missing')
-    end
-    if not klass then
-        error('Put(): Arg "klass" missing')
-    end
-    json_arg(data, 'Put(): Arg "data" missing or not JSON: ' .. tostring(data))
-    local wait = number(delay)
-    if wait == nil then
-        error('Put(): Arg "delay" not a number: ' .. tostring(delay))
-    end
-    local extra = { ... }
-    if #extra % 2 == 1 then
-        odd_args_error(extra)
-    end
-    local options = options_of(extra, 1)
-    local f = redis.call('hmget', job_key(jid), 'priority', 'tags', 'queue', 'state', 'failure',
-        'retries', 'worker')
-    local old_tags, old_queue, old_state, old_failure, old_worker = f[2], f[3], f[4], f[5], f[7]
-    local retries = number(options['retries'] or f[6] or 5)
-    if retries == nil then
-        error('Put(): Arg "retries" not a number: ' .. tostring(options['retries']))
-    end
-    local tags
-    if options['tags'] then
-        tags = json_arg(options['tags'], 'Put(): Arg "tags" not JSON' .. options['tags'])
-    else
-        tags = stored_tags(old_tags)
-    end
-    local priority = number(options['priority'] or f[1] or 0)
-    if priority == nil then
-        error('Put(): Arg "priority" not a number' .. tostring(options['priority']))
-    end
-    local depends = json_arg(options['depends'] or '[]',
-        'Put(): Arg "depends" not JSON: ' .. tostring(options['depends']))
-    if not is_name_list(depends) then
-        error('Put(): Arg "depends" not a JSON array of jids: ' .. options['depends'])
-    end
-    if wait > 0 and #depends > 0 then
-        error('Put(): "delay" and "depends" are not allowed to be used together')
-    end
-    if not is_name_list(tags) then
-        error('Put(): Arg "tags" not a JSON array of strings: ' .. options['tags'])
-    end
-
-    unindex_tags(jid, old_tags)
-    if #depends > 0 then
-        -- The new list replaces the dependencies the job had.
-        local wanted = {}
-        for _, dep in ipairs(depends) do
-            wanted[dep] = true
-        end
-        for _, dep in ipairs(redis.call('smembers', dependencies_key(jid))) do
-            if not wanted[dep] then
-                redis.call('srem', dependents_key(dep), jid)
-                redis.call('srem', dependencies_key(jid), dep)
-            end
-        end
-    end
-    publish('log', cjson.encode({ jid = jid, event = 'put', queue = queue }))
-    add_history(jid, now, 'put', { q = queue })
-    if old_queue then
-        queue_remove(old_queue, jid, ALL_JOB_SETS)
-    end
-    if old_worker and old_worker ~= '' then
-        redis.call('zrem', worker_key(old_worker), jid)
-        local event = cjson.encode({ jid = jid, event = 'lock_lost', worker = old_worker })
-        publish('w:' .. old_worker, event)
-        publish('log', event)
-    end
-    if old_state == 'complete' then
-        redis.call('zrem', COMPLETED, jid)
-    end
-    for _, tag in ipairs(tags) do
-        index_tag(jid, tag, now, 1)
-    end
-    if old_state == 'failed' then
-        local info = decode(old_failure)
-        if type(info) == 'table' and info.group ~= nil then
-            redis.call('lrem', group_key(info.group), 0, jid)
-            if redis.call('llen', group_key(info.group)) == 0 then
-                redis.call('srem', FAILURES, info.group)
-            end
-            -- The failure was counted on the queue the job failed in; qless-core takes it
-            -- off the count of the queue the job is put in.
-            if number(info.when) then
-                uncount_failed(old_queue or queue, number(info.when))
-            end
-        end
-    end
-    local state = 'waiting'
-    if wait > 0 then
-        state = 'scheduled'
-    end
-    redis.call('hset', job_key(jid),
-        'jid', jid,
-        'klass', klass,
-        'data', data,
-        'priority', priority,
-        'tags', cjson.encode(tags),
-        'state', state,
-        'worker', '',
-        'expires', 0,
-        'queue', queue,
-        'retries', retries,
-        'remaining', retries,
-        'time', string.format('%.20f', now))
-    add_dependencies(jid, depends)
-    if wait > 0 then
-        redis.call('zadd', queue_key(queue, 'scheduled'), now + wait, jid)
-    elseif redis.call('scard', dependencies_key(jid)) > 0 then
-        redis.call('zadd', queue_key(queue, 'depends'), now, jid)
-        redis.call('hset', job_key(jid), 'state', 'depends')
-    else
-        work_add(queue, now, priority, jid)
-    end
-    add_queue_name(queue, now)
-    if is_tracked(jid) then
-        publish('put', jid)
-    end
-    return jid
-end
-
--- requeue <queue> <jid> <klass> <data> <delay> [options]  ->  jid
--- `put` for a job that must exist. Not in qless-core 0.11.4 (later qless-core has it, with a
--- worker argument as its `put` has): an addition of ours.
-COMMANDS['requeue'] = function(now, queue, jid, ...)
-    need_jid(jid)
-    if not job_exists(jid) then
-        error('Requeue(): Job ' .. jid .. ' does not exist')
-    end
-    return COMMANDS['put'](now, queue, jid, ...)
-end
-
 -- unfail <queue> <group> [count]  ->  how many jobs moved: the `count` oldest failures of
 -- `group` wait in `queue` again
 COMMANDS['unfail'] = function(now, queue, group, count)
@@ -1737,6 +1719,24 @@ COMMANDS['unfail'] = function(now, queue, group, count)
     return #jids
 end
 
+-- length <queue>  ->  running + waiting + scheduled jobs
+COMMANDS['length'] = function(now, queue)
+    need_queue(queue)
+    return redis.call('zcard', queue_key(queue, 'locks')) +
+        redis.call('zcard', queue_key(queue, 'work')) +
+        redis.call('zcard', queue_key(queue, 'scheduled'))
+end
+
+-- queue.forget <queue>...  ->  nil (the queues leave `ql:queues`)
+COMMANDS['queue.forget'] = function(now, ...)
+    redis.call('zrem', QUEUES, ...)
+end
+
+-- from src/15_commands_recurring.lua
+---------------------------------------------------------------------------------------------
+-- Commands: recurring templates
+---------------------------------------------------------------------------------------------
+
 -- recur <queue> <jid> <klass> <data> interval <seconds> <offset> [priority <p>] [tags <json>]
 --     [retries <n>] [backlog <n>]  ->  jid
 -- The first run is due at now + offset. Recurring again keeps the template's run count, so
@@ -1768,10 +1768,7 @@ COMMANDS['recur'] = function(now, queue, jid, klass, data, spec, ...)
     if interval <= 0 then
         error('Recur(): Arg "interval" must be greater than or equal to 0') -- sic
     end
-    if #args % 2 == 1 then
-        odd_args_error(args)
-    end
-    local options = options_of(args, 3)
+    local options = read_options(args, 3, true)
     local tags = json_arg(options['tags'] or '{}',
         'Recur(): Arg "tags" must be JSON string array: ' .. tostring(options['tags']))
     local function numeric(name)
@@ -1841,17 +1838,18 @@ COMMANDS['recur.update'] = function(now, jid, ...)
     if redis.call('exists', key) == 0 then
         error('Recur(): No recurring job ' .. jid)
     end
-    local args = { ... }
+    local _, given = read_options({ ... }, 1)
     local changes = {}
-    for i = 1, #args, 2 do
-        local option, value = args[i], args[i + 1]
-        if value == nil then
+    for _, pair in ipairs(given) do
+        local option, text = pair[1], pair[2]
+        if text == nil then
             error('No value provided for ' .. tostring(option))
         end
+        local value = text
         if option == 'priority' or option == 'interval' or option == 'retries' then
-            value = number(value)
+            value = number(text)
             if value == nil then
-                error('Recur(): Arg "' .. option .. '" must be a number: ' .. args[i + 1])
+                error('Recur(): Arg "' .. option .. '" must be a number: ' .. text)
             end
             -- qless-core takes an interval of 0 or less here (`recur` refuses it): each pop
             -- would then spawn as many runs as it asks for.
@@ -1861,9 +1859,9 @@ COMMANDS['recur.update'] = function(now, jid, ...)
         elseif option == 'data' then
             json_arg(value, 'Recur(): Arg "data" is not JSON-encoded: ' .. value)
         elseif option == 'backlog' then
-            value = number(value)
+            value = number(text)
             if value == nil then
-                error('Recur(): Arg "backlog" not a number: ' .. args[i + 1])
+                error('Recur(): Arg "backlog" not a number: ' .. text)
             end
         elseif option ~= 'klass' and option ~= 'queue' then
             error('Recur(): Unrecognized option "' .. option .. '"')
@@ -1934,12 +1932,77 @@ COMMANDS['recur.untag'] = function(now, jid, ...)
     return encoded
 end
 
--- length <queue>  ->  running + waiting + scheduled jobs
-COMMANDS['length'] = function(now, queue)
-    need_queue(queue)
-    return redis.call('zcard', queue_key(queue, 'locks')) +
-        redis.call('zcard', queue_key(queue, 'work')) +
-        redis.call('zcard', queue_key(queue, 'scheduled'))
+-- from src/16_commands_config.lua
+---------------------------------------------------------------------------------------------
+-- Commands: configuration (the `ql:config` hash)
+---------------------------------------------------------------------------------------------
+
+-- config.get [option]  ->  the value (a default is an integer reply), or all options as JSON
+COMMANDS['config.get'] = function(now, option)
+    if option then
+        return config_get(option)
+    end
+    local all = {}
+    for name, value in pairs(CONFIG_DEFAULTS) do
+        all[name] = value
+    end
+    local stored = redis.call('hgetall', CONFIG)
+    for i = 1, #stored, 2 do
+        all[stored[i]] = stored[i + 1]
+    end
+    return cjson.encode(all)
+end
+
+-- config.set <option> <value>  (any text is stored, as qless-core does)
+COMMANDS['config.set'] = function(now, option, value)
+    if not option then
+        error('config.set(): Arg "option" missing')
+    end
+    if not value then
+        error('config.set(): Arg "value" missing')
+    end
+    publish('log', cjson.encode({ event = 'config_set', option = option, value = value }))
+    redis.call('hset', CONFIG, option, value)
+end
+
+-- config.unset <option>
+COMMANDS['config.unset'] = function(now, option)
+    if not option then
+        error('config.unset(): Arg "option" missing')
+    end
+    publish('log', cjson.encode({ event = 'config_unset', option = option }))
+    redis.call('hdel', CONFIG, option)
+end
+
+-- from src/17_commands_workers.lua
+---------------------------------------------------------------------------------------------
+-- Commands: workers (`ql:workers`)
+---------------------------------------------------------------------------------------------
+
+-- workers  ->  JSON list of {name, jobs, stalled} (counts), most recently seen first
+-- workers <worker>  ->  JSON {jobs: [jid...], stalled: [jid...]}
+-- Workers not seen (popping) for `max-worker-age` seconds are forgotten first.
+COMMANDS['workers'] = function(now, worker)
+    local age = config_number('Workers()', 'max-worker-age', 86400)
+    for _, old in ipairs(redis.call('zrangebyscore', WORKERS, 0, now - age)) do
+        redis.call('del', worker_key(old))
+    end
+    redis.call('zremrangebyscore', WORKERS, 0, now - age)
+    if worker then
+        return cjson.encode({
+            jobs = redis.call('zrevrangebyscore', worker_key(worker), now + 8640000, now),
+            stalled = redis.call('zrevrangebyscore', worker_key(worker), now, 0),
+        })
+    end
+    local out = {}
+    for _, name in ipairs(redis.call('zrevrange', WORKERS, 0, -1)) do
+        out[#out + 1] = {
+            name = name,
+            jobs = redis.call('zcount', worker_key(name), now, now + 8640000),
+            stalled = redis.call('zcount', worker_key(name), 0, now),
+        }
+    end
+    return cjson.encode(out)
 end
 
 -- worker.deregister <worker>...  ->  nil (the workers leave `ql:workers`)
@@ -1947,11 +2010,7 @@ COMMANDS['worker.deregister'] = function(now, ...)
     redis.call('zrem', WORKERS, ...)
 end
 
--- queue.forget <queue>...  ->  nil (the queues leave `ql:queues`)
-COMMANDS['queue.forget'] = function(now, ...)
-    redis.call('zrem', QUEUES, ...)
-end
-
+-- from src/18_dispatch.lua
 ---------------------------------------------------------------------------------------------
 -- Dispatch: EVALSHA <sha> 0 <command> <now> <args...>
 ---------------------------------------------------------------------------------------------
