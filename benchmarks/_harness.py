@@ -19,7 +19,7 @@ The JSON document (``benchmarks/results/<protocol>.json``; ``results/quick/`` fo
                  | {"scenario", "client", "label", "n", "error"}, ...],
      ...}
 
-``benchmarks/report.py`` turns these files into the README's performance section.
+``benchmarks/report.py`` turns these files into the results section of docs/performance.md.
 """
 
 from __future__ import annotations

@@ -1,20 +1,22 @@
-"""The README's performance section, made from the benchmark results.
+"""The Performance page's results section (docs/performance.md), made from the benchmark results.
 
-    .venv/bin/python benchmarks/report.py            # rewrite README.md between the markers
-    .venv/bin/python benchmarks/report.py --check    # exit 1 if README.md differs from the JSON
+    .venv/bin/python benchmarks/report.py            # rewrite the page between the markers
+    .venv/bin/python benchmarks/report.py --check    # exit 1 if the page differs from the JSON
     .venv/bin/python benchmarks/report.py --stdout   # print the section, touch nothing
     .venv/bin/python benchmarks/report.py --results benchmarks/results/quick --stdout
 
 Reads ``benchmarks/results/{beanstalk,gearman,workq,qless}.json`` (written by
 ``scripts/bench``; their shape is described in ``_harness.py``) and writes, between
-``<!-- perf:begin -->`` and ``<!-- perf:end -->`` in README.md, everything that holds a number:
+``<!-- perf:begin -->`` and ``<!-- perf:end -->`` in docs/performance.md, everything that holds
+a number:
 the machine and the dates of the runs, one table with every row of issue 13's targets (what was
 measured, the target, met or missed) and a table per protocol with ops/s and client and server
 CPU µs per operation; then, from ``scaling.json``, each scaling series' first and last point
-and its plot, ``scaling.png``, which writing draws beside the JSON (with ``plots.py``, hence
-matplotlib; ``--check`` only wants it there). The text depends on the JSON files only, so
-``--check`` can tell whether the README still says what the recorded runs say. Otherwise only
-the standard library: the benchmark scripts import this module to print their targets.
+and a link to its plot, which the site's build draws on the same page (``docs/hooks.py``);
+writing also draws it as ``scaling.png`` beside the JSON (with ``plots.py``, hence matplotlib;
+``--check`` only wants it there). The text depends on the JSON files only, so ``--check`` can
+tell whether the page still says what the recorded runs say. Otherwise only the standard
+library: the benchmark scripts import this module to print their targets.
 """
 
 from __future__ import annotations
@@ -36,13 +38,17 @@ __all__ = [
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "performance.md"
 BEGIN = "<!-- perf:begin -->"
 END = "<!-- perf:end -->"
 PROTOCOLS = ("beanstalk", "gearman", "workq", "qless")
 #: The scaling runs (``benchmarks/scaling.py``): summarised in the section, and drawn, by
 #: ``benchmarks/plots.py`` (matplotlib, only when writing), into ``scaling.png`` beside them.
 SCALING = "scaling"
+#: Where the page shows the scaling plot: the anchor of the figure ``docs/hooks.py`` draws
+#: from ``scaling.json`` on the Performance page (a file outside ``docs/`` cannot be linked
+#: from the site).
+SCALING_PLOT = "#bench-scaling"
 #: Each scan's value key and unit in the summary (as plotted).
 SCALING_VALUES = {
     "body_size": ("best_mb_per_s", "MB/s"),
@@ -73,7 +79,7 @@ NOTES = {
 
 
 class ReportError(Exception):
-    """A results file or the README is not what this module can work with."""
+    """A results file or the page is not what this module can work with."""
 
 
 # -- the targets of issue 13 -------------------------------------------------------------------
@@ -473,7 +479,7 @@ def _x(scan: str, x: object) -> str:
 
 
 def scaling_lines(document: Mapping[str, Any], digest: str, source: str) -> list[str]:
-    """The scaling runs: where the plot is, and each series' first and last point."""
+    """The scaling runs: a link to the plot, and each series' first and last point."""
     lines = [
         f"**How cost grows** (`{source}/{SCALING}.json`, {_date(document)}, sha256 "
         f"{digest[:12]}): body size, concurrency on one AsyncWorker connection, watched tubes "
@@ -481,7 +487,7 @@ def scaling_lines(document: Mapping[str, Any], digest: str, source: str) -> list
         f"The plot is drawn from that file by `benchmarks/plots.py` (the docs site's "
         f"performance page draws it too, with every point in a table).",
         "",
-        f"![How cost grows: jobwire against a raw socket]({source}/{SCALING}.png)",
+        f"[How cost grows: jobwire against a raw socket]({SCALING_PLOT})",
         "",
         "| scan | series | first point | last point |",
         "|---|---|--:|--:|",
@@ -571,14 +577,14 @@ def draw_scaling(document: Mapping[str, Any], results: Path) -> Path:
 
 
 def replace_section(text: str, section: str) -> str:
-    """``text`` (the README) with what is between the markers replaced by ``section``.
+    """``text`` (the page) with what is between the markers replaced by ``section``.
 
     Raises:
         ReportError: the markers are missing, repeated or out of order.
     """
     begin, end = text.count(BEGIN), text.count(END)
     if begin != 1 or end != 1:
-        raise ReportError(f"the README must hold {BEGIN} and {END} once each "
+        raise ReportError(f"the page must hold {BEGIN} and {END} once each "
                           f"(found {begin} and {end})")
     head, rest = text.split(BEGIN)
     if END not in rest:
@@ -589,15 +595,16 @@ def replace_section(text: str, section: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        description="Rewrite the README's performance section from benchmarks/results/*.json.")
+        description="Rewrite docs/performance.md's results section from "
+                    "benchmarks/results/*.json.")
     parser.add_argument("--results", type=Path, default=RESULTS,
                         help=f"where the JSON files are (default "
                         f"{RESULTS.relative_to(ROOT)})")
-    parser.add_argument("--readme", type=Path, default=README,
-                        help="the README to rewrite or check (default README.md)")
+    parser.add_argument("--page", type=Path, default=PAGE,
+                        help=f"the page to rewrite or check (default {PAGE.relative_to(ROOT)})")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true",
-                      help="exit 1 when the README differs from what the JSON gives")
+                      help="exit 1 when the page differs from what the JSON gives")
     mode.add_argument("--stdout", action="store_true",
                       help="print the section; write nothing")
     args = parser.parse_args(argv)
@@ -608,9 +615,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(section, end="")
             return 0
         try:
-            text = args.readme.read_text(encoding="utf-8")
+            text = args.page.read_text(encoding="utf-8")
         except OSError as exc:
-            raise ReportError(f"cannot read {args.readme}: {exc}") from exc
+            raise ReportError(f"cannot read {args.page}: {exc}") from exc
         wanted = replace_section(text, section)
         if scaling is not None and args.check and not (args.results / f"{SCALING}.png").is_file():
             print(f"{args.results / SCALING}.png is missing: run .venv/bin/python "
@@ -622,19 +629,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if wanted == text:
-        print(f"{args.readme.name}: the performance section matches {args.results}")
+        print(f"{args.page.name}: the performance section matches {args.results}")
         return 0
     if args.check:
         diff = difflib.unified_diff(text.splitlines(), wanted.splitlines(),
-                                    f"{args.readme.name} (now)",
-                                    f"{args.readme.name} (from {args.results.name}/*.json)",
+                                    f"{args.page.name} (now)",
+                                    f"{args.page.name} (from {args.results.name}/*.json)",
                                     lineterm="", n=0)
         print("\n".join(list(diff)[:40]), file=sys.stderr)
-        print(f"{args.readme.name}'s performance section differs from {args.results}: run "
+        print(f"{args.page.name}'s performance section differs from {args.results}: run "
               ".venv/bin/python benchmarks/report.py", file=sys.stderr)
         return 1
-    args.readme.write_text(wanted, encoding="utf-8")
-    print(f"{args.readme.name}: performance section rewritten from {args.results}")
+    args.page.write_text(wanted, encoding="utf-8")
+    print(f"{args.page.name}: performance section rewritten from {args.results}")
     return 0
 
 

@@ -1,7 +1,8 @@
-"""benchmarks/report.py: the README's performance section made from a real (quick) benchmark
-run's JSON, rewritten only between its markers, and ``--check`` telling when the README no
-longer says what the JSON says. No assertion here is about speed: the numbers are whatever the
-run measured; the tests check that the section reports exactly those numbers."""
+"""benchmarks/report.py: the results section of the Performance page (docs/performance.md) made
+from a real (quick) benchmark run's JSON, rewritten only between its markers, and ``--check``
+telling when the page no longer says what the JSON says. No assertion here is about speed: the
+numbers are whatever the run measured; the tests check that the section reports exactly those
+numbers."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -21,6 +23,7 @@ REPORT = ROOT / "benchmarks" / "report.py"
 
 
 report = load_file("jobwire_benchmark_report", REPORT)
+hooks = load_file("jobwire_docs_hooks", ROOT / "docs" / "hooks.py")
 
 
 @pytest.fixture(scope="module")
@@ -41,11 +44,11 @@ def _rows(document: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     return {(r["scenario"], r["client"]): r for r in document["results"]}
 
 
-def _readme(folder: Path, inside: str = "hand-written numbers\n") -> Path:
-    readme = folder / "README.md"
-    readme.write_text(f"# project\n\nbefore\n\n{report.BEGIN}\n{inside}{report.END}\n\nafter\n",
-                      encoding="utf-8")
-    return readme
+def _page(folder: Path, inside: str = "hand-written numbers\n") -> Path:
+    page = folder / "performance.md"
+    page.write_text(f"# project\n\nbefore\n\n{report.BEGIN}\n{inside}{report.END}\n\nafter\n",
+                    encoding="utf-8")
+    return page
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -118,43 +121,58 @@ def test_the_section_reports_the_runs_numbers_against_issue_13s_targets(results:
 
 
 @pytest.mark.slow
-def test_the_readme_is_rewritten_between_the_markers_and_checked(
+def test_the_page_is_rewritten_between_the_markers_and_checked(
     results: Path, tmp_path: Path
 ) -> None:
-    readme = _readme(tmp_path)
-    check = _cli("--results", str(results), "--readme", str(readme), "--check")
+    page = _page(tmp_path)
+    check = _cli("--results", str(results), "--page", str(page), "--check")
     assert check.returncode == 1, check.stdout + check.stderr
     assert "differs" in check.stderr and "-hand-written numbers" in check.stderr
-    assert "hand-written numbers" in readme.read_text(encoding="utf-8")  # --check writes nothing
+    assert "hand-written numbers" in page.read_text(encoding="utf-8")  # --check writes nothing
 
-    done = _cli("--results", str(results), "--readme", str(readme))
+    done = _cli("--results", str(results), "--page", str(page))
     assert done.returncode == 0, done.stderr
-    text = readme.read_text(encoding="utf-8")
+    text = page.read_text(encoding="utf-8")
     section = report.render(report.load(results), report.source_name(results))
     assert text == f"# project\n\nbefore\n\n{report.BEGIN}\n{section}{report.END}\n\nafter\n"
-    assert _cli("--results", str(results), "--readme", str(readme), "--check").returncode == 0
-    assert _cli("--results", str(results), "--readme", str(readme)).returncode == 0
-    assert readme.read_text(encoding="utf-8") == text  # a second rewrite changes nothing
+    assert _cli("--results", str(results), "--page", str(page), "--check").returncode == 0
+    assert _cli("--results", str(results), "--page", str(page)).returncode == 0
+    assert page.read_text(encoding="utf-8") == text  # a second rewrite changes nothing
 
     # A number edited by hand is drift.
     row = report.load(results)["workq"]["results"][0]
     shown = f"{row['best_ops_per_s']:,.0f}"
-    readme.write_text(text.replace(f"| {shown} |", "| 1 |", 1), encoding="utf-8")
-    assert _cli("--results", str(results), "--readme", str(readme), "--check").returncode == 1
+    page.write_text(text.replace(f"| {shown} |", "| 1 |", 1), encoding="utf-8")
+    assert _cli("--results", str(results), "--page", str(page), "--check").returncode == 1
 
     printed = _cli("--results", str(results), "--stdout")
     assert printed.returncode == 0 and printed.stdout == section
 
 
-def test_a_readme_without_its_markers_is_refused(tmp_path: Path) -> None:
-    readme = tmp_path / "README.md"
-    readme.write_text("# project\n\nno markers\n", encoding="utf-8")
-    done = _cli("--results", str(tmp_path), "--readme", str(readme))
+def test_the_section_is_on_the_performance_page_and_not_in_the_readme() -> None:
+    """The recorded figures live on docs/performance.md, before the plots the site's build
+    draws there; the README (the package index's front page) only links to them."""
+    assert report.PAGE == ROOT / "docs" / "performance.md"
+    page = report.PAGE.read_text(encoding="utf-8")
+    assert page.count(report.BEGIN) == 1 and page.count(report.END) == 1
+    assert page.index(report.END) < page.index(hooks.MARKER)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert report.BEGIN not in readme and report.END not in readme
+    assert "docs/performance.md" in readme
+    done = _cli("--check")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("performance.md: the performance section matches")
+
+
+def test_a_page_without_its_markers_is_refused(tmp_path: Path) -> None:
+    page = tmp_path / "performance.md"
+    page.write_text("# project\n\nno markers\n", encoding="utf-8")
+    done = _cli("--results", str(tmp_path), "--page", str(page))
     assert done.returncode == 2
     assert f"must hold {report.BEGIN} and {report.END} once each (found 0 and 0)" in done.stderr
-    assert readme.read_text(encoding="utf-8") == "# project\n\nno markers\n"
-    readme.write_text(f"{report.END}\n{report.BEGIN}\n", encoding="utf-8")
-    done = _cli("--results", str(tmp_path), "--readme", str(readme), "--check")
+    assert page.read_text(encoding="utf-8") == "# project\n\nno markers\n"
+    page.write_text(f"{report.END}\n{report.BEGIN}\n", encoding="utf-8")
+    done = _cli("--results", str(tmp_path), "--page", str(page), "--check")
     assert done.returncode == 2 and "comes before" in done.stderr
 
 
@@ -162,52 +180,55 @@ def test_a_results_file_of_another_shape_is_refused_by_name(tmp_path: Path) -> N
     # The shape benchmarks/workq.py wrote before it shared _harness's.
     (tmp_path / "workq.json").write_text(json.dumps({
         "server": "bundled", "results": {"add": {"raw": {"n": 3000, "best_ops_s": 1.0}}}}))
-    readme = _readme(tmp_path)
-    done = _cli("--results", str(tmp_path), "--readme", str(readme))
+    page = _page(tmp_path)
+    done = _cli("--results", str(tmp_path), "--page", str(page))
     assert done.returncode == 2
     assert "workq.json: no 'environment'" in done.stderr
     (tmp_path / "workq.json").write_text("{not json")
-    done = _cli("--results", str(tmp_path), "--readme", str(readme), "--check")
+    done = _cli("--results", str(tmp_path), "--page", str(page), "--check")
     assert done.returncode == 2 and "workq.json" in done.stderr
-    assert "hand-written numbers" in readme.read_text(encoding="utf-8")
+    assert "hand-written numbers" in page.read_text(encoding="utf-8")
 
 
 def test_no_results_says_how_to_make_them(tmp_path: Path) -> None:
-    readme = _readme(tmp_path)
-    done = _cli("--results", str(tmp_path), "--readme", str(readme))
+    page = _page(tmp_path)
+    done = _cli("--results", str(tmp_path), "--page", str(page))
     assert done.returncode == 0, done.stderr
-    assert "run `scripts/bench all`" in readme.read_text(encoding="utf-8")
+    assert "run `scripts/bench all`" in page.read_text(encoding="utf-8")
 
 
 def test_the_scaling_runs_are_summed_up_and_drawn_beside_their_json(tmp_path: Path) -> None:
     """The recorded scaling.json (a real run): each series' first and last point in the
     section, the plot drawn into scaling.png when writing, and ``--check`` failing when the
-    plot is missing or the JSON changed since the README was written."""
+    plot is missing or the JSON changed since the page was written."""
     results = tmp_path / "results"
     results.mkdir()
     recorded = json.loads((ROOT / "benchmarks" / "results" / "scaling.json").read_text())
     (results / "scaling.json").write_text(json.dumps(recorded), encoding="utf-8")
-    readme = _readme(tmp_path)
+    page = _page(tmp_path)
 
-    done = _cli("--results", str(results), "--readme", str(readme))
+    done = _cli("--results", str(results), "--page", str(page))
     assert done.returncode == 0, done.stderr
     assert (results / "scaling.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    text = readme.read_text(encoding="utf-8")
-    assert "![How cost grows: jobwire against a raw socket](results/scaling.png)" in text
+    text = page.read_text(encoding="utf-8")
+    # The page links the figure the site's build draws from the same file (docs/hooks.py).
+    assert "\n[How cost grows: jobwire against a raw socket](#bench-scaling)\n" in text
+    figure = SimpleNamespace(name="scaling", title="t", source="scaling.json", table="", notes=[])
+    assert f"{{#{report.SCALING_PLOT[1:]}}}" in hooks.results_markdown([figure], [], results)
     for series in recorded["series"]:
         key, unit = report.SCALING_VALUES[series["scan"]]
         last = series["points"][-1]
         assert f"| {series['scan']} | {series['label']} | " in text
         assert f"{last[key]:,.0f} {unit} |" in text
-    assert _cli("--results", str(results), "--readme", str(readme), "--check").returncode == 0
+    assert _cli("--results", str(results), "--page", str(page), "--check").returncode == 0
 
     (results / "scaling.png").unlink()
-    missing = _cli("--results", str(results), "--readme", str(readme), "--check")
+    missing = _cli("--results", str(results), "--page", str(page), "--check")
     assert missing.returncode == 1 and "scaling.png is missing" in missing.stderr
 
-    recorded["series"][0]["points"][-1]["x"] += 1  # a new run: the README must follow
+    recorded["series"][0]["points"][-1]["x"] += 1  # a new run: the page must follow
     (results / "scaling.json").write_text(json.dumps(recorded), encoding="utf-8")
-    assert _cli("--results", str(results), "--readme", str(readme)).returncode == 0
-    stale = _readme(tmp_path, text.split(report.BEGIN + "\n")[1].split(report.END)[0])
-    changed = _cli("--results", str(results), "--readme", str(stale), "--check")
+    assert _cli("--results", str(results), "--page", str(page)).returncode == 0
+    stale = _page(tmp_path, text.split(report.BEGIN + "\n")[1].split(report.END)[0])
+    changed = _cli("--results", str(results), "--page", str(stale), "--check")
     assert changed.returncode == 1 and "differs" in changed.stderr
