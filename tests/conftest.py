@@ -9,6 +9,7 @@ binary fails the tests that need it instead of skipping them.
 from __future__ import annotations
 
 import importlib.util
+import os
 import socket
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from hypothesis import settings
 
 from jobwire.testing import (
     BeanstalkServer,
@@ -38,6 +40,22 @@ __all__ = [
 pytest_plugins = ["pytester"]
 
 REQUIRE_REAL = require_real()
+
+#: Hypothesis profiles, one count for every property test (none sets its own): ``dev``, the
+#: default, for a quick local run; ``ci``, what ``.ci/run`` selects (``HYPOTHESIS_PROFILE=ci``,
+#: or ``--hypothesis-profile=ci``, which wins), at least the count any test ran before the
+#: profiles. No deadline: these tests are about what the cores parse, not how fast they parse
+#: it on a loaded machine (a deadline is a timed assertion).
+CI_EXAMPLES = 300
+settings.register_profile("dev", max_examples=50, deadline=None)
+settings.register_profile("ci", max_examples=CI_EXAMPLES, deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+def fewer_examples(divisor: int) -> settings:
+    """The loaded profile with ``divisor`` times fewer examples, for a property test whose
+    every example is expensive (say bodies of 20-180 KB split at every point): a decorator."""
+    return settings(max_examples=max(1, settings().max_examples // divisor))
 
 
 def load_file(name: str, path: Path) -> ModuleType:

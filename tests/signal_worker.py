@@ -1,4 +1,4 @@
-"""A worker process for the signal tests (``tests/*/test_worker_signals.py``), and the helpers
+"""A worker process for the signal tests (``tests/workers/test_signals.py``), and the helpers
 that start it and stop it with a signal.
 
     python -m tests.signal_worker SYSTEM URL QUEUE [--async] [--sleep S] [--shutdown-timeout T]

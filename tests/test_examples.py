@@ -14,8 +14,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,6 +26,7 @@ from jobwire.testing import BeanstalkServer, GearmanServer, RedisServer, WorkqSe
 from qless_client import Client as QlessClient
 from tests.gearman.conftest import fresh_gearman
 from tests.qless.conftest import fresh_redis
+from tests.waiting import wait_until
 from tests.workq.conftest import fresh_workq_server
 from workq_client import Client as WorkqClient
 
@@ -72,13 +71,6 @@ def start_example(name: str, *args: str) -> subprocess.Popen[str]:
         [sys.executable, str(EXAMPLES / name), *args], stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, env=example_env(),
     )
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
-        time.sleep(0.05)
 
 
 def test_every_example_is_run_by_a_test() -> None:
@@ -187,7 +179,7 @@ def interrupt_mid_work(example: str, server: BeanstalkServer, jobs: int, sig: in
                 assert proc.poll() is None, proc.communicate()
                 return client.stats_tube("emails")["cmd-delete"] >= 10
 
-            wait_for(working, "deletes")
+            wait_until(working, 60, "ten deletes")
             proc.send_signal(sig)
             out, err = proc.communicate(timeout=60)
             assert proc.returncode == 0, f"exit {proc.returncode}\n{out}\n{err}"

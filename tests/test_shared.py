@@ -7,7 +7,7 @@ import random
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from jobwire import Backoff, LocalProtocolError, TCPAddress, UnixAddress, parse_url
@@ -432,7 +432,6 @@ _ops = st.one_of(
 )
 
 
-@settings(max_examples=200, deadline=None)
 @given(st.lists(_ops, max_size=40))
 def test_buffer_matches_reference_model(ops: list[tuple[str, object]]) -> None:
     buf, model = ReceiveBuffer(), _Model()
@@ -588,7 +587,6 @@ def test_backoff_reset_starts_over() -> None:
     assert backoff.next_delay() == 0.75
 
 
-@settings(max_examples=50, deadline=None)
 @given(
     base=st.floats(0.001, 5.0),
     extra=st.floats(0.0, 50.0),
@@ -657,7 +655,6 @@ def _run_pipeline(sizes: list[int], window: int, budget: int | None) -> list[tup
     return seen
 
 
-@settings(max_examples=300, deadline=None)
 @given(
     sizes=st.lists(st.integers(0, 9000), max_size=200),
     window=st.integers(1, 40),

@@ -12,10 +12,11 @@ import socket
 import struct
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 
 import pytest
+
+from tests.waiting import wait_until
 
 #: Generous bound on any single wait, so that a broken server fails the test instead of
 #: hanging it (not a timing assertion: nothing checks how long a start takes).
@@ -91,15 +92,13 @@ def test_a_client_that_connects_as_the_port_opens_gets_correct_replies(name: str
     proc = subprocess.Popen([sys.executable, *server.command(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + HANG
-        while True:
-            try:
-                sock = socket.create_connection(("127.0.0.1", port), timeout=HANG)
-                break
-            except ConnectionRefusedError:
-                assert proc.poll() is None, proc.communicate()[1]
-                assert time.monotonic() < deadline, "the server never listened"
-                time.sleep(0.001)  # poll interval while the port refuses; nothing is timed
+        def connected() -> socket.socket:
+            assert proc.poll() is None, proc.communicate()[1]
+            return socket.create_connection(("127.0.0.1", port), timeout=HANG)
+
+        # a 1 ms poll interval while the port refuses, to connect as it opens; nothing is timed
+        sock = wait_until(connected, HANG, "the server to listen",
+                          ignoring=(ConnectionRefusedError,), interval=0.001)
         with sock:
             sock.sendall(server.burst)
             got = _receive(sock, len(server.burst_reply))

@@ -2,7 +2,7 @@
 SIGINT too, with ``handle_signals``), ``shutdown_timeout`` bounds a graceful stop, ``stats``
 counts with the same names where the idea is the same, and a misspelt keyword is refused at
 construction and by mypy. (What each worker does is tested in ``tests/<package>/``; the
-signals in ``tests/<package>/test_worker_signals.py``.)"""
+signals in ``tests/workers/test_signals.py``.)"""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ import gearman_client
 import qless_client
 import workq_client
 from jobwire._signals import stop_on_signals
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -183,9 +183,8 @@ def test_stop_on_signals_calls_back_and_puts_the_old_handlers_back() -> None:
     with stop_on_signals(got.append):
         os.kill(os.getpid(), signal.SIGTERM)
         os.kill(os.getpid(), signal.SIGINT)
-        deadline = time.monotonic() + 10  # Python runs the handlers in the main thread, soon
-        while len(got) < 2 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        # Python runs the handlers in the main thread, soon
+        wait_until(lambda: len(got) >= 2, 10, "both handlers to run")
     assert got == [signal.SIGTERM, signal.SIGINT]
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == old
 

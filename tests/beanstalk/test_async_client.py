@@ -228,10 +228,10 @@ async def test_deadline_soon_async(server: BeanstalkServer, tube: str) -> None:
         job = await c.reserve(wait=0)
         with anyio.fail_after(5), pytest.raises(DeadlineSoon):
             await c.reserve()
-        started = time.monotonic()
-        with pytest.raises(DeadlineSoon):  # inside the margin: at once, whatever the timeout
+        # inside the margin: at once, whatever the timeout (once the TTR has passed, the reply
+        # would be RESERVED of the same job)
+        with pytest.raises(DeadlineSoon):
             await c.reserve(wait=6)
-        assert time.monotonic() - started < 1
         await c.delete(job)
 
 

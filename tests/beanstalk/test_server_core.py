@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from beanstalk_client._commands import (
@@ -164,7 +164,6 @@ def _feed(chunks: Iterable[bytes], **kwargs: Any) -> list[Any]:
     return events
 
 
-@settings(max_examples=100, deadline=None)
 @given(data=st.data())
 def test_transcript_split_anywhere(data: st.DataObject) -> None:
     stream = _stream()
@@ -485,7 +484,6 @@ commands: st.SearchStrategy[Command[Any]] = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
 @given(commands)
 def test_round_trip(command: Command[Any]) -> None:
     server = ServerConnection()
@@ -496,7 +494,6 @@ def test_round_trip(command: Command[Any]) -> None:
     assert server.next_event() is NEED_DATA
 
 
-@settings(max_examples=100, deadline=None)
 @given(cmds=st.lists(commands, min_size=1, max_size=15), data=st.data())
 def test_command_stream_split_anywhere(cmds: list[Command[Any]], data: st.DataObject) -> None:
     stream = b"".join(command.encode() for command in cmds)
@@ -504,7 +501,6 @@ def test_command_stream_split_anywhere(cmds: list[Command[Any]], data: st.DataOb
     assert _feed(_split(stream, cuts)) == cmds
 
 
-@settings(max_examples=40, deadline=None)
 @given(cmds=st.lists(commands, min_size=1, max_size=6))
 def test_command_stream_one_byte_at_a_time(cmds: list[Command[Any]]) -> None:
     stream = b"".join(command.encode() for command in cmds)
@@ -536,7 +532,6 @@ def _check_events(events: list[Any]) -> None:
             assert event[0] in ("bad", "closed")
 
 
-@settings(max_examples=150, deadline=None)
 @given(junk=garbage_with_puts, data=st.data())
 def test_garbage_never_raises(junk: bytes, data: st.DataObject) -> None:
     cuts = data.draw(st.lists(st.integers(0, len(junk)), max_size=10))
@@ -551,7 +546,6 @@ def test_garbage_never_raises(junk: bytes, data: st.DataObject) -> None:
     assert events[-1][0] == "closed"
 
 
-@settings(max_examples=150, deadline=None)
 @given(junk=garbage, data=st.data())
 def test_valid_command_after_crlf_still_parsed(junk: bytes, data: st.DataObject) -> None:
     # With no put in the garbage nothing can be mid-body, so a CRLF resyncs: unless a CR

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from beanstalk_client._stats import (
@@ -229,13 +229,11 @@ def test_non_canonical_numbers_raise(doc: bytes) -> None:
 _tubes = st.from_regex(r"[A-Za-z0-9+/;.$_()][A-Za-z0-9\-+/;.$_()]{0,30}", fullmatch=True)
 
 
-@settings(max_examples=100, deadline=None)
 @given(st.lists(_tubes, max_size=20))
 def test_list_round_trip(names: list[str]) -> None:
     assert parse_list(format_list(names)) == names
 
 
-@settings(max_examples=100, deadline=None)
 @given(
     name=_tubes,
     numbers=st.lists(st.integers(0, 2**64 - 1), min_size=len(TUBE_KEYS) - 1,

@@ -3,18 +3,18 @@ for ``top``, a real terminal (a tmux pane) whose screen is read back."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shlex
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import pytest
+
+from ..waiting import wait_until
 
 #: tmux on a socket of its own, so the suite never touches a user's tmux sessions.
 TMUX = ("tmux", "-L", "jobwire-tests")
@@ -63,14 +63,13 @@ class Terminal:
     def wait_for(self, text: str, timeout: float = 20) -> str:
         """The screen, once it shows ``text`` (fails with the last screen after ``timeout``:
         a behaviour bound, not a speed check)."""
-        deadline = time.monotonic() + timeout
-        screen = ""
-        while time.monotonic() < deadline:
+        def shown() -> str:
             screen = self.screen()
-            if text in screen:
-                return screen
-            time.sleep(0.1)
-        raise AssertionError(f"{text!r} never appeared; the screen was:\n{screen}")
+            assert text in screen, f"the screen was:\n{screen}"
+            return screen
+
+        return wait_until(shown, timeout, f"{text!r} on the screen", ignoring=(AssertionError,),
+                          interval=0.1)
 
     def keys(self, *keys: str) -> None:
         subprocess.run([*TMUX, "send-keys", "-t", self.session, *keys], check=True)
@@ -142,12 +141,10 @@ def row(screen: str, name: str) -> list[str]:
 def wait_row(pane: Terminal, name: str, cells: list[str], timeout: float = 20) -> None:
     """Wait until the row ``name`` on the pane's screen starts with ``cells`` (after the
     name); fail with the last screen after ``timeout`` (a behaviour bound)."""
-    deadline = time.monotonic() + timeout
-    while True:
+    def shown() -> bool:
         screen = pane.screen()
-        with contextlib.suppress(AssertionError):
-            if row(screen, name)[1:1 + len(cells)] == cells:
-                return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"row {name!r} never showed {cells}; the screen was:\n{screen}")
-        time.sleep(0.1)
+        assert row(screen, name)[1:1 + len(cells)] == cells, f"the screen was:\n{screen}"
+        return True
+
+    wait_until(shown, timeout, f"row {name!r} showing {cells}", ignoring=(AssertionError,),
+               interval=0.1)

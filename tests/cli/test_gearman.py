@@ -22,6 +22,7 @@ from gearman_client.worker import Job
 from jobwire.testing import GearmanServer, free_port
 
 from ..gearman.conftest import fresh_gearman, function, gearman_server, start_gearman
+from ..waiting import wait_until
 from .conftest import Terminal, cli_env, row, run_cli, wait_row
 
 __all__ = ["fresh_gearman", "function", "gearman_server"]  # the fixtures, shared
@@ -51,14 +52,6 @@ def worker() -> Iterator[Callable[..., Worker]]:
     for w, thread in running:
         w.stop()
         thread.join(10)
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached")
-        time.sleep(0.02)
 
 
 def status_of(srv: GearmanServer, function: str) -> tuple[int, int, int]:
@@ -168,7 +161,7 @@ def test_status_workers_jobs(
                    for i in range(3)]
     idle = f"{function}-idle"
     worker(gearman_server.url, idle, lambda job: b"", client_id=f"cid-{function}")
-    wait_until(lambda: status_of(gearman_server, idle)[2] == 1)
+    wait_until(lambda: status_of(gearman_server, idle)[2] == 1, what="the idle worker listed")
 
     rows = json.loads(gm(gearman_server, "status", "--json").stdout)
     assert {"server": str(gearman_server.address[0]) + f":{gearman_server.port}",
@@ -236,7 +229,7 @@ def test_cancel_fails_the_waiting_foreground_submit(
         env=cli_env())
     try:
         with Admin(fresh_gearman.address) as admin:
-            wait_until(lambda: bool(admin.show_jobs()))
+            wait_until(admin.show_jobs, what="the submitted job listed")
             (job,) = admin.show_jobs()
         done = gm(fresh_gearman, "cancel", job.handle.decode(), "--json")
         assert json.loads(done.stdout)["cancelled"] == job.handle.decode()

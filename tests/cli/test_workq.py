@@ -9,7 +9,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
@@ -17,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from jobwire.testing import WorkqServer
+from jobwire.testing import WorkqServer, wait_listening
 from tests.cli.conftest import Terminal, cli_env, failed, ok, row, run_cli, wait_row
+from tests.waiting import wait_until
 from workq_client import Client, JobState
 
 # The fixtures workq_server, workq_client and workq_name are jobwire's pytest plugin's.
@@ -111,14 +111,7 @@ def test_a_server_gone_mid_file_exits_3_and_says_what_was_added(q: str) -> None:
     server = subprocess.Popen([sys.executable, "-m", "workq_client.server", "-listen",
                                f"127.0.0.1:{port}"], stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the server did not start"
-                time.sleep(0.02)
+        wait_listening(server, ("127.0.0.1", port), "the workq server", timeout=10)
         url = f"workq://127.0.0.1:{port}"
         cli = subprocess.Popen(
             [sys.executable, "-m", "jobwire", "workq", "add", q, "-", "--url", url],
@@ -129,10 +122,8 @@ def test_a_server_gone_mid_file_exits_3_and_says_what_was_added(q: str) -> None:
         cli.stdin.write(b"".join(b"%d\n" % i for i in range(1000)))  # one whole chunk
         cli.stdin.flush()
         with Client(url) as c:
-            deadline = time.monotonic() + 20
-            while c.inspect_queues() == [] or c.inspect_queue(q).ready_len < 1000:
-                assert time.monotonic() < deadline, "the first chunk never landed"
-                time.sleep(0.05)
+            wait_until(lambda: c.inspect_queues() != [] and c.inspect_queue(q).ready_len >= 1000,
+                       20, "the first chunk of 1000 jobs", interval=0.05)
     finally:
         server.terminate()
         server.wait()

@@ -5,8 +5,9 @@
   loaded CI machine, and a deadline is not what these tests are about.
 * ``print_blob=True``: a failure prints ``@reproduce_failure(...)`` with the failing input, so it
   can be replayed exactly (the falsifying example is printed too, with the bytes).
-* ``max_examples`` is set per test, sized so that ``tests/fuzz`` runs in well under a minute;
-  ``JOBWIRE_FUZZ_SCALE=10`` multiplies every one of them for a longer local run.
+* each test's count is its share of the loaded profile's (``dev`` or ``ci``, tests/conftest.py):
+  the numbers in the tests are the ``ci`` counts, sized so that ``tests/fuzz`` runs in well under
+  a minute; ``JOBWIRE_FUZZ_SCALE=10`` multiplies every one of them for a longer local run.
 """
 
 from __future__ import annotations

@@ -25,9 +25,10 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
+
+from jobwire.testing import wait_listening
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "corpus"
@@ -131,15 +132,7 @@ def resp_pairs() -> Iterator[tuple[str, bytes, bytes]] | None:
     )
     out: list[tuple[str, bytes, bytes]] = []
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("redis-server did not start") from None
-                time.sleep(0.05)
+        wait_listening(proc, ("127.0.0.1", port), "redis-server", timeout=10)
         for i, (note, commands, version) in enumerate(RESP_EXCHANGES, 1):
             with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
                 sent = _resp_encode([b"HELLO", b"3"]) if version == 3 else b""

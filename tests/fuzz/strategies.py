@@ -38,15 +38,18 @@ F = TypeVar("F", bound=Callable[..., Any])
 PROFILE = "jobwire-fuzz"
 
 
-def scaled(max_examples: int) -> int:
-    """``max_examples`` times ``JOBWIRE_FUZZ_SCALE`` (default 1)."""
-    return max(1, round(max_examples * float(os.environ.get("JOBWIRE_FUZZ_SCALE", "1"))))
+def scaled(ci_examples: int) -> int:
+    """``ci_examples`` in the ``ci`` profile, the same share of the loaded profile's count in
+    any other (``dev``: a sixth), times ``JOBWIRE_FUZZ_SCALE`` (default 1)."""
+    share = settings().max_examples / settings.get_profile("ci").max_examples
+    return max(1, round(ci_examples * share * float(os.environ.get("JOBWIRE_FUZZ_SCALE", "1"))))
 
 
-def fuzz_settings(max_examples: int) -> Callable[[F], F]:
-    """The ``jobwire-fuzz`` profile (registered by ``conftest.py``) with ``max_examples``
-    (times ``JOBWIRE_FUZZ_SCALE``)."""
-    return settings(settings.get_profile(PROFILE), max_examples=scaled(max_examples))
+def fuzz_settings(ci_examples: int) -> Callable[[F], F]:
+    """The ``jobwire-fuzz`` profile (registered by ``conftest.py``) with :func:`scaled`
+    ``(ci_examples)`` examples: the fuzz tests' counts differ, each sized to what one example
+    costs (a few KiB fed byte by byte against a short token), relative to the loaded profile."""
+    return settings(settings.get_profile(PROFILE), max_examples=scaled(ci_examples))
 
 
 def corpus_entries(protocol: str) -> st.SearchStrategy[Entry]:

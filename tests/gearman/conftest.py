@@ -7,7 +7,6 @@ which gives one server, here.)"""
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -73,14 +72,3 @@ def running_worker() -> Iterator[Callable[[Worker], Worker]]:
         worker.stop()
         thread.join(10)
         assert not thread.is_alive()
-
-
-def wait_for(predicate: Callable[[], object], what: str = "the condition",
-             timeout: float = 10.0) -> None:
-    """Poll ``predicate`` (an observable state: a count, a listing) until it holds, or fail
-    naming ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"never happened: {what}")
-        time.sleep(0.02)

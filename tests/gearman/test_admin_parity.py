@@ -20,7 +20,8 @@ from gearman_client import _packets as pk
 from gearman_client._events import NEED_DATA
 from gearman_client._protocol import Connection
 
-from .conftest import GearmanServer, need, wait_for
+from ..waiting import wait_until
+from .conftest import GearmanServer, need
 
 
 def gearadmin(server: GearmanServer, *args: str) -> subprocess.CompletedProcess[bytes]:
@@ -219,7 +220,8 @@ def test_show_jobs_columns_of_requeued_jobs(
             assert columns() == {background: (attempt - 1, False, True),
                                  foreground: (attempt - 1, False, False)}
             worker.close()
-            wait_for(lambda: columns()[foreground][0] == attempt)  # noqa: B023 (called here)
+            wait_until(lambda: columns()[foreground][0] == attempt,  # noqa: B023 (called here)
+                       what="the foreground job's attempt in the listing")
             assert columns() == {background: (attempt, False, True),
                                  foreground: (attempt, False, False)}
 

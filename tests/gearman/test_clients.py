@@ -42,7 +42,8 @@ from jobwire.errors import (
 )
 
 from ..conftest import free_port
-from .conftest import GEARMAN_KINDS, GearmanServer, need, start_gearman, wait_for
+from ..waiting import wait_until
+from .conftest import GEARMAN_KINDS, GearmanServer, need, start_gearman
 
 # -- sync client and worker ---------------------------------------------------------------------
 
@@ -138,9 +139,9 @@ def test_background_status_coalescing_and_priorities(
         worker = Worker(gearman_server.url)
         worker.register(function, lambda job: seen.append(job.data))
         running_worker(worker)
-        wait_for(lambda: len(seen) == 4)
+        wait_until(lambda: len(seen) == 4, what="four jobs run")
         assert seen == [b"high", b"normal", b"same", b"low"]
-        wait_for(lambda: not client.get_status(low).known)
+        wait_until(lambda: not client.get_status(low).known, what="the low job done")
         assert not client.get_status(high).known
 
 
@@ -168,7 +169,7 @@ def test_epoch_job_runs_when_due(
     with Client(gearman_server.url) as client:
         at = int(time.time()) + 2
         client.submit_background(function, b"later", at=at)
-        wait_for(lambda: ran, timeout=6)
+        wait_until(lambda: ran, timeout=6, what="the scheduled job run")
         assert ran[0] >= at - 0.01
 
 
@@ -197,7 +198,7 @@ def test_worker_concurrency_never_over_grabs(
             rows = [s for s in admin.status() if s.function == function]
             assert not rows or rows[0].running <= 3
             time.sleep(0.05)
-        wait_for(lambda: state["done"] == 9)
+        wait_until(lambda: state["done"] == 9, what="nine jobs done")
     assert state["max"] == 3
 
 
@@ -284,7 +285,8 @@ def test_workers_list_shows_client_id_and_functions(
     worker.register(function, lambda job: b"")
     running_worker(worker)
     with Admin(gearman_server.url) as admin:
-        wait_for(lambda: any(w.client_id == f"id-{function}" for w in admin.workers()))
+        wait_until(lambda: any(w.client_id == f"id-{function}" for w in admin.workers()),
+                   what="the worker listed with its id")
         [mine] = [w for w in admin.workers() if w.client_id == f"id-{function}"]
         assert mine.functions == (function,)
 
@@ -414,7 +416,8 @@ def test_work_exception_then_work_fail_from_a_foreign_worker(
         thread = threading.Thread(target=submit)
         thread.start()
         with Client(gearman_server.url) as watcher:  # a sync client is one thread's
-            wait_for(lambda: watcher.get_status_unique("u").client_count == 2)
+            wait_until(lambda: watcher.get_status_unique("u").client_count == 2,
+                       what="two clients waiting on the unique id")
         worker_sock.sendall(worker.send(pk.CanDo(fn)) + worker.send(pk.GrabJobUniq()))
         events: list[Any] = []
         while not events:
@@ -528,7 +531,7 @@ def test_reduce_jobs(gearman_server: GearmanServer, function: str, running_worke
     with Client(gearman_server.url) as client:
         assert client.submit_reduce(function, b"data", reducer="sum") == b"sum|data"
         handle = client.submit_reduce(function, b"bg", reducer="sum", background=True)
-        wait_for(lambda: not client.get_status(handle).known)
+        wait_until(lambda: not client.get_status(handle).known, what="the job done")
 
 
 def test_unique_routing_coalesces_across_servers(
@@ -630,14 +633,11 @@ def test_client_and_worker_reconnect_after_server_restart(
             with pytest.raises(JobwireConnectionError):
                 client.submit(function, b"2")
             server = start_gearman(kind, port=server.port)
-            deadline = time.monotonic() + 10
-            while True:  # the client backs off, then reconnects; the worker re-registers
-                try:
-                    assert client.submit(function, b"3", timeout=2) == b"ok:3"
-                    break
-                except (JobwireConnectionError, OperationTimeout):
-                    assert time.monotonic() < deadline
-                    time.sleep(0.1)
+            # the client backs off, then reconnects; the worker re-registers
+            assert wait_until(lambda: client.submit(function, b"3", timeout=2), 10,
+                              "a submit after the restart",
+                              ignoring=(JobwireConnectionError, OperationTimeout),
+                              interval=0.1) == b"ok:3"
         with Admin(server.url) as admin:
             assert any(w.client_id == "phoenix" and w.functions == (function,)
                        for w in admin.workers())
@@ -734,7 +734,7 @@ def test_bundled_epoch_job_wakes_a_sleeping_worker(function: str, running_worker
         with Client(server.url) as client:
             at = time.time() + 1
             client.submit_background(function, b"later", at=at)
-            wait_for(lambda: ran, timeout=5)
+            wait_until(lambda: ran, timeout=5, what="the scheduled job run")
             assert ran[0] >= int(at) - 0.01
     finally:
         server.stop()
@@ -795,9 +795,9 @@ def test_register_and_unregister_while_working(
         assert client.submit(function + "-2", b"x") == b"two"
         worker.unregister(function)
         with Admin(gearman_server.url) as admin:
-            wait_for(lambda: not any(
+            wait_until(lambda: not any(
                 function in w.functions for w in admin.workers()
-            ))
+            ), what="the function unregistered")
         handle = client.submit_background(function, b"nobody")
         time.sleep(0.3)
         status = client.get_status(handle)
@@ -867,14 +867,9 @@ def test_garbage_and_a_server_dying_mid_reply() -> None:
         time.sleep(0.1)  # the client backs off before reconnecting (50 ms base)
         with pytest.raises(ConnectionLost):
             client.echo(b"fine")
-        deadline = time.monotonic() + 5
-        while True:
-            try:
-                assert client.echo(b"fine") == b"fine"  # a fresh connection, never the bad one
-                break
-            except ConnectFailed:
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
+        # a fresh connection, never the bad one
+        assert wait_until(lambda: client.echo(b"fine"), 5, "an echo on a fresh connection",
+                          ignoring=(ConnectFailed,), interval=0.05) == b"fine"
 
 
 def test_large_job_bodies(

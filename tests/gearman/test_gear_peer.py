@@ -29,7 +29,8 @@ from gearman_client.errors import JobException, JobFailed
 from jobwire.errors import OperationTimeout
 from jobwire.testing import free_port, spawn, stop_process, unavailable, wait_listening
 
-from .conftest import GearmanServer, wait_for
+from ..waiting import wait_until
+from .conftest import GearmanServer
 
 pytestmark = pytest.mark.filterwarnings("ignore:notifyAll:DeprecationWarning")
 
@@ -117,7 +118,7 @@ def test_client_and_worker_on_gear_server(
         assert client.submit(function, b"hello", on_update=updates.append) == b"olleh"
         assert [type(u) for u in updates] == [pk.WorkData, pk.WorkStatus]
         assert updates[1].numerator == 1 and updates[1].denominator == 2
-        wait_for(lambda: not client.get_status(handle).known, "the background job ran")
+        wait_until(lambda: not client.get_status(handle).known, what="the background job ran")
         with pytest.raises(JobFailed) as failed:
             client.submit(function, b"boom")
         assert failed.value.warning == b"ValueError: boom!"
@@ -246,7 +247,7 @@ def test_worker_timeout_registration_is_ignored_by_gear_server(
                     return list(row.functions)
             return None
 
-        wait_for(listed, "the worker's CAN_DO is listed")
+        wait_until(listed, what="the worker's CAN_DO is listed")
         assert listed() == [function]
 
 
@@ -259,8 +260,8 @@ def test_grab_all_worker_stops_on_gear_server(
     worker.register(function, handler)
     running_worker(worker)  # the fixture stops it and checks that run() returned
     with Admin(gear_server.url, timeout=10) as admin:
-        wait_for(lambda: any(row.client_id == "jw-grab-all" and function in row.functions
-                             for row in admin.workers()), "the worker registered")
+        wait_until(lambda: any(row.client_id == "jw-grab-all" and function in row.functions
+                               for row in admin.workers()), what="the worker registered")
     with Client(gear_server.url, timeout=10) as client:
         client.submit_background(function, b"never grabbed")
     assert worker.stats.grabbed == 0
@@ -282,7 +283,7 @@ def gear_job(client: Any, function: str, data: bytes, *, background: bool = Fals
     job = gear.Job(function.encode(), data)
     client.submitJob(job, background=background, timeout=10)
     if not background:
-        wait_for(lambda: job.complete, f"gear's job {data!r} completed")
+        wait_until(lambda: job.complete, what=f"gear's job {data!r} completed")
     return job
 
 
@@ -306,7 +307,7 @@ def test_gear_client_with_our_worker(
     assert (job.complete, job.failure, job.warning) == (True, True, True)
     background = gear_job(gear_client, function, b"in the background", background=True)
     assert background.handle
-    wait_for(lambda: b"in the background" in seen, "our worker ran gear's background job")
+    wait_until(lambda: b"in the background" in seen, what="our worker ran gear's background job")
     assert gear_client.setOption("exceptions")  # gear asks, as our client may
     job = gear_job(gear_client, function + "-x", b"boom")
     assert (job.failure, job.exception) == (True, b"ValueError: boom!")
@@ -358,7 +359,7 @@ def test_our_client_with_gear_worker(
         with pytest.raises(JobFailed):
             client.submit(function, b"exc")
         handle = client.submit_background(function, b"bg")
-        wait_for(lambda: not client.get_status(handle).known, "gear's worker ran it")
+        wait_until(lambda: not client.get_status(handle).known, what="gear's worker ran it")
     with Client(gearman_server.url, timeout=10, exceptions=True) as client:
         with pytest.raises(JobException) as info:
             client.submit(function, b"exc")

@@ -24,9 +24,10 @@ from gearman_client import _packets as pk
 from gearman_client.server import run_server
 from gearman_client.server._state import JOB_OVERHEAD, Conn, ServerState
 
-from ..server_abuse import stops_on_sigterm, wait_until
+from ..servers.conftest import GEARMAN, answered, recv_packet
+from ..servers.sockets import stops_on_sigterm
+from ..waiting import wait_until
 from .conftest import GearmanServer, start_gearman
-from .test_server_abuse import answered, recv_packet
 
 
 def raw_packets(*packets: pk.Packet) -> bytes:
@@ -81,7 +82,7 @@ def test_a_flood_of_can_do_names_from_one_connection_is_bounded_and_freed(
         assert set(replies) == {pk.Error(b"MEMORY_ALLOCATION_FAILURE", b"Too many functions on "
                                          b"this connection (--max-functions-per-connection)")}
         assert functions(bundled, "flood-") == 10_000
-        assert answered(bundled)  # other clients are served
+        assert answered(GEARMAN, bundled)  # other clients are served
         with Client(bundled.url) as client:
             assert client.submit_background("flood-000001", b"x")  # its functions work
     assert wait_until(lambda: functions(bundled, "flood-") == 1)  # the queued job keeps one

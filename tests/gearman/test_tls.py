@@ -14,7 +14,6 @@ from __future__ import annotations
 import ssl
 import subprocess
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ from jobwire import ConnectFailed, ConnectionLost, TLSError
 
 from ..conftest import free_port, stop_process
 from ..tlsrelay import Certs, Relay, make_certs, silent_peer, untrusted_context
+from ..waiting import wait_until
 from .conftest import ROOT, GearmanServer, gearmand_binary, need, start_gearman
 
 
@@ -234,16 +234,13 @@ def gearmand_ssl(certs: Certs) -> Iterator[int]:
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                with Client(("127.0.0.1", port), timeout=1) as probe:
-                    probe.echo(b"up")
-                break
-            except (ConnectFailed, ConnectionLost):
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+        def echoes() -> bool:
+            assert proc.poll() is None, f"gearmand exited with {proc.returncode}"
+            with Client(("127.0.0.1", port), timeout=1) as probe:
+                return probe.echo(b"up") == b"up"
+
+        wait_until(echoes, 10, "gearmand --ssl to answer an echo",
+                   ignoring=(ConnectFailed, ConnectionLost), interval=0.05)
         yield port
     finally:
         stop_process(proc)

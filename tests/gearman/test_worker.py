@@ -1,6 +1,7 @@
 """Gearman workers against the bundled server and the real gearmand: what ``stats`` counts, a
 handler's failure logged with its traceback, a job abandoned at the shutdown deadline. (The
-protocol-level worker tests are in test_clients.py, the signals in test_worker_signals.py.)"""
+protocol-level worker tests are in test_clients.py, the signals in
+tests/workers/test_signals.py.)"""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ client.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -32,6 +33,7 @@ from qless_client import AsyncClient, AsyncJob, Client, Job, Next, RetryPolicy
 from qless_client._redis import Redis
 from qless_client.worker import AsyncWorker, Worker
 from tests.qless.conftest import RedisServer
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -86,10 +88,8 @@ class Monitor:
         marker = uuid.uuid4().hex
         with Redis(self.server.url) as r:
             r.execute("ECHO", marker)
-        deadline = time.monotonic() + 5
-        while not any(marker in line for line in self.lines):
-            assert time.monotonic() < deadline, "MONITOR fell behind"
-            time.sleep(0.01)
+        wait_until(lambda: any(marker in line for line in self.lines), 5,
+                   "MONITOR to show the marker ECHO")
 
     def calls(self, command: str, *words: str, besides: Client | None = None) -> list[str]:
         """The qless script calls of ``command`` whose line holds every one of ``words`` (not
@@ -404,9 +404,8 @@ async def test_a_sync_handler_is_told_its_lock_is_lost(
 
     def handler(job: Job) -> None:
         started.set()
-        deadline = time.monotonic() + 10
-        while not job.lost and time.monotonic() < deadline:
-            time.sleep(0.02)
+        with contextlib.suppress(AssertionError):  # saw_lost says it, after the worker stops
+            wait_until(lambda: job.lost, 10, "the handler to see its job lost")
         saw_lost.append(job.lost)
         worker.stop()
 
@@ -821,11 +820,8 @@ def test_a_killed_workers_job_is_popped_again_after_its_lock(
     assert held is not None and (held.state, held.worker) == ("running", holder)
     proc.kill()
     proc.wait()
-    deadline = time.monotonic() + 10
-    while not (popped := client.queue(q).pop(1)):
-        assert time.monotonic() < deadline, "the job never came back"
-        time.sleep(0.1)
-    [job] = popped
+    [job] = wait_until(lambda: client.queue(q).pop(1), 10, "the job to come back",
+                       interval=0.1)
     assert job.jid == jid and job.worker == "other" and job.remaining == job.retries - 1
     assert client.queue(q).stats()["retries"] == 1  # the script counts the expiry as a retry
 
@@ -948,10 +944,8 @@ def test_a_thread_still_running_keeps_its_slot(url: str, client: Client, how: st
             job = client.get(first)
             assert job is not None
             job.move(q)
-        deadline = time.monotonic() + 10
-        while worker.stats.lost + worker.stats.failed == 0 or len(seen) < concurrency:
-            assert time.monotonic() < deadline, (worker.stats, seen)
-            time.sleep(0.02)
+        wait_until(lambda: worker.stats.lost + worker.stats.failed and len(seen) >= concurrency,
+                   10, f"the first job lost or failed, seen {concurrency} times")
         second = client.queue(q).put("K", "second")
         time.sleep(1.0)  # twenty rounds of pops, were a slot free
         waiting = client.get(second)

@@ -23,6 +23,7 @@ from qless_client._redis import Redis
 from qless_client.worker import AsyncWorker, Worker
 from tests.qless.conftest import RedisServer
 from tests.test_events import read_jsonl
+from tests.waiting import wait_until
 
 DB = 13
 
@@ -188,10 +189,7 @@ def test_sync_worker_events(url: str, client: Client, tmp_path: Path) -> None:
         runner.start()
         try:
             assert handled.wait(20)
-            deadline = time.monotonic() + 10
-            while worker.stats.in_flight:
-                assert time.monotonic() < deadline
-                time.sleep(0.01)
+            wait_until(lambda: not worker.stats.in_flight, 10, "no job in flight")
         finally:
             worker.stop()
             runner.join(20)

@@ -1,27 +1,18 @@
-"""Shared helpers of the Spark tests: waiting, draining a queue, running a stream."""
+"""Shared helpers of the Spark tests: draining a queue, running a stream."""
 
 from __future__ import annotations
 
 import contextlib
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from beanstalk_client import Client, Delete, Reserved, ReserveWithTimeout
 
+from ..waiting import wait_until
+
 #: A streaming query's trigger interval in the tests.
 TRIGGER = "0.5 seconds"
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``predicate`` until it holds; fail saying ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.1)
 
 
 def drain_beanstalk(url: str, tube: str) -> list[bytes]:

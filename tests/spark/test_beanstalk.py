@@ -13,8 +13,9 @@ import pytest
 from beanstalk_client import Client
 from tests.conftest import BeanstalkServer
 
+from ..waiting import wait_until
 from .conftest import need_spark
-from .helpers import Stream, crash_before_commit, drain_beanstalk, wait_until
+from .helpers import Stream, crash_before_commit, drain_beanstalk
 
 need_spark()
 pytestmark = pytest.mark.spark

@@ -20,8 +20,9 @@ from tests.workq.conftest import WorkqServer
 from workq_client import Client as WorkqClient
 from workq_client import JobState
 
+from ..waiting import wait_until
 from .conftest import need_spark, spark_env
-from .helpers import CountingProxy, drain_beanstalk, wait_until
+from .helpers import CountingProxy, drain_beanstalk
 
 need_spark()
 pytestmark = pytest.mark.spark

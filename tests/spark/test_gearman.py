@@ -17,8 +17,8 @@ from gearman_client import Worker as GearmanWorker
 from gearman_client import _packets as pk
 from tests.gearman.conftest import GearmanServer
 
+from ..waiting import wait_until
 from .conftest import need_spark
-from .helpers import wait_until
 
 need_spark()
 pytestmark = pytest.mark.spark

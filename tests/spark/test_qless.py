@@ -17,8 +17,9 @@ import pytest
 from qless_client import Client, Job
 from tests.qless.conftest import RedisServer
 
+from ..waiting import wait_until
 from .conftest import need_spark
-from .helpers import Stream, crash_before_commit, wait_until
+from .helpers import Stream, crash_before_commit
 
 need_spark()
 pytestmark = pytest.mark.spark

@@ -17,8 +17,9 @@ from tests.workq.conftest import WorkqServer
 from workq_client import AsyncClient, Client, JobContext, JobState, LeasedJob, TimedOut
 from workq_client import Worker as WorkqWorker
 
+from ..waiting import wait_until
 from .conftest import need_spark
-from .helpers import Stream, crash_before_commit, wait_until
+from .helpers import Stream, crash_before_commit
 
 need_spark()
 pytestmark = pytest.mark.spark

@@ -26,6 +26,7 @@ from workq_client import (
 )
 from workq_client.server import serve
 
+from ..waiting import await_until
 from .conftest import WorkqServer
 from .helpers import realish_workq, replies, silent, tcp_server
 
@@ -158,9 +159,7 @@ async def test_a_job_taken_by_an_abandoned_lease_goes_to_the_next_lease_call() -
                 AsyncClient("127.0.0.1", peer.port, timeout=5) as producer:
             with anyio.move_on_after(0.3):
                 await client.lease(["x", "y"], wait=3)
-            with anyio.fail_after(2):
-                while not peer.waiting_leases():
-                    await anyio.sleep(0.01)
+            await await_until(peer.waiting_leases, 2, "a lease waiting at the peer")
             job_id = await producer.add("y", b"for the abandoned lease")
             # The server leased it to the abandoned lease (its connection is still open): the
             # client hands it to its next lease call that names "y".
@@ -183,9 +182,7 @@ async def test_a_lease_answered_from_an_abandoned_lease_leaves_no_lease_of_its_o
                 AsyncClient("127.0.0.1", peer.port, timeout=5) as producer:
             with anyio.move_on_after(0.3):
                 await client.lease("x", wait=30)
-            with anyio.fail_after(2):
-                while not peer.waiting_leases():
-                    await anyio.sleep(0.01)
+            await await_until(peer.waiting_leases, 2, "a lease waiting at the peer")
             got: list[str] = []
             async with anyio.create_task_group() as tg:
                 async def take() -> None:
@@ -213,9 +210,7 @@ async def test_a_lease_of_other_names_is_sent_once_the_abandoned_one_ends() -> N
                 AsyncClient("127.0.0.1", peer.port, timeout=5) as producer:
             with anyio.move_on_after(0.3):
                 await client.lease(["x", "y"], wait=30)
-            with anyio.fail_after(2):
-                while not peer.waiting_leases():
-                    await anyio.sleep(0.01)
+            await await_until(peer.waiting_leases, 2, "a lease waiting at the peer")
             got: list[str] = []
             async with anyio.create_task_group() as tg:
                 async def take() -> None:
@@ -224,9 +219,7 @@ async def test_a_lease_of_other_names_is_sent_once_the_abandoned_one_ends() -> N
                 tg.start_soon(take)
                 await anyio.wait_all_tasks_blocked()
                 for_y = await producer.add("y", b"")  # to the abandoned lease
-                with anyio.fail_after(5):
-                    while not peer.waiting_leases():  # the call's own lease, now sent
-                        await anyio.sleep(0.01)
+                await await_until(peer.waiting_leases, 5, "the call's own lease, now sent")
                 for_z = await producer.add("z", b"")
             assert got == [for_z]
             assert (await client.lease("y", wait=0)).job_id == for_y  # kept: nothing sent

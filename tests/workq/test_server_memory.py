@@ -18,7 +18,7 @@ from workq_client.errors import DuplicateJob, ServerError, TimedOut
 from workq_client.server import run_server
 from workq_client.server._state import JOB_OVERHEAD
 
-from ..server_abuse import wait_until
+from ..waiting import wait_until
 from .conftest import start_workq_server
 
 LIMIT = 64 * 1024

@@ -15,6 +15,7 @@ from jobwire import Backoff
 from jobwire.events import EventSink
 from tests.conftest import free_port
 from tests.test_events import read_jsonl
+from tests.waiting import wait_until
 from workq_client import AsyncClient, AsyncWorker, Client, JobContext, Worker
 from workq_client.server import run_server
 from workq_client.worker import LateResult
@@ -416,14 +417,10 @@ def test_a_sync_handler_failure_is_logged_with_its_traceback(
         result = client.result(job_id, wait=5)
         # The result can reach us before the worker has read the server's answer to its fail:
         # wait until the worker has counted it, so the in-flight job below is the held one.
-        deadline = time.monotonic() + 10
-        while (worker.stats.failed, worker.stats.in_flight) != (1, 0):
-            assert time.monotonic() < deadline, worker.stats
-            time.sleep(0.01)
+        wait_until(lambda: (worker.stats.failed, worker.stats.in_flight) == (1, 0), 10,
+                   "the worker to count the fail")
         client.add(qname, b"hold")
-        while worker.stats.in_flight == 0:
-            assert time.monotonic() < deadline, worker.stats
-            time.sleep(0.01)
+        wait_until(lambda: worker.stats.in_flight, 10, "the held job in flight")
         held.set()
     worker.stop()
     thread.join(5)

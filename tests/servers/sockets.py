@@ -1,9 +1,9 @@
-"""What the bundled servers' abuse tests share (``tests/<pkg>/test_server_abuse.py``): the
-server's resident memory, clients that never read, many connections, slow senders, and the
-checks that follow each abuse (a normal client is still answered, SIGTERM still stops it).
+"""Raw-socket and process probes for the server abuse suite: the server's resident memory,
+clients that never read, many connections, and the checks that follow each abuse (a connection
+closed by the server, SIGTERM still stops it).
 
-Every server here is a subprocess started by the package's own conftest helper; the memory is
-the process's ``VmRSS`` from ``/proc/<pid>/status``.
+Every server here is a subprocess; its memory is the process's ``VmRSS`` from
+``/proc/<pid>/status``.
 """
 
 from __future__ import annotations
@@ -17,10 +17,8 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .tlsrelay import Certs
+from ..tlsrelay import Certs
 
 #: The memory a bundled server may reach under any of the abuses (it idles at 30-40 MB).
 RSS_BOUND_MB = 200.0
@@ -43,6 +41,25 @@ def raise_fd_limit(wanted: int) -> None:
     target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
     if soft != resource.RLIM_INFINITY and soft < target:
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
+def recv_at_least(sock: socket.socket, n: int) -> bytes:
+    """What ``sock`` receives until it holds ``n`` bytes or more (fewer if the peer closes)."""
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def recv_all(sock: socket.socket) -> bytes:
+    """Everything ``sock`` receives until the peer closes it."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    return data
 
 
 def flood_unread(
@@ -82,7 +99,7 @@ def flood_unread(
         try:
             sent = sock.send(view)
         except (BlockingIOError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
-            time.sleep(0.02)
+            time.sleep(0.02)  # the pace of the abuse: the send buffer is full
             continue
         except OSError:  # the server closed the connection: nothing more to send
             return sock, max(peak, rss_mb(pid))
@@ -90,19 +107,20 @@ def flood_unread(
         last_progress = now
 
 
-def wait_rss_settles(pid: int, seconds: float = 1.0) -> float:
-    """The server's RSS after ``seconds`` (the peak over that time)."""
+def peak_rss_over(pid: int, seconds: float) -> float:
+    """The server's highest RSS over the next ``seconds``."""
     peak = rss_mb(pid)
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        time.sleep(0.05)
+        time.sleep(0.05)  # a sampling interval: the peak over a span is what is measured
         peak = max(peak, rss_mb(pid))
     return peak
 
 
-def stops_on_sigterm(proc: subprocess.Popen[bytes], within: float = 5.0) -> bool:
+def stops_on_sigterm(proc: subprocess.Popen[bytes] | None, within: float = 5.0) -> bool:
     """Send SIGTERM; True if the process exited with status 0 within ``within`` seconds (it is
     killed otherwise)."""
+    assert proc is not None, "a server started by the suite has a process"
     proc.send_signal(signal.SIGTERM)
     try:
         return proc.wait(within) == 0
@@ -153,13 +171,3 @@ def tls_connect(
     certificate for ``localhost``, checked)."""
     sock = socket.create_connection(address, timeout=timeout)
     return certs.client_context().wrap_socket(sock, server_hostname="localhost")
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
-    """Poll ``predicate`` until it holds (True) or ``timeout`` runs out (False)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()

@@ -1,0 +1,3 @@
+"""The bundled servers (beanstalk, Gearman, Workq) against abusive clients: one suite,
+parametrised over the three (``conftest.py`` describes each protocol, ``test_abuse.py`` holds the
+tests)."""

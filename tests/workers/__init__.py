@@ -1,0 +1,2 @@
+"""What every package's worker does alike, tested once and parametrised over the four systems
+(``conftest.py`` describes each)."""
