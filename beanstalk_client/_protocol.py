@@ -26,6 +26,7 @@ Why it is shaped like this:
 
 from __future__ import annotations
 
+import enum
 import itertools
 import re
 from collections.abc import Callable
@@ -123,6 +124,17 @@ for _code in ErrorCode:
     _LINE_PARSERS[_code.value.encode()] = _no_args(ErrorReply(_code))
 
 _BODY_REPLIES = (b"RESERVED", b"FOUND", b"OK")
+
+
+class _Step(enum.Enum):
+    """What the parser reads next."""
+
+    LINE = 0  # a reply's line
+    BODY = 1  # the body a RESERVED, FOUND or OK line announced, and its CRLF
+
+
+# For the hot paths: an enum member looked up on its class costs as much as a call.
+_LINE, _BODY = _Step.LINE, _Step.BODY
 #: A read of nothing but whole INSERTED lines (each id as the one-line parser accepts it).
 _INSERTED_RUN = re.compile(rb"(?:INSERTED [0-9]{1,%d}\r\n)+" % MAX_DIGITS)
 _INSERTED_ID = re.compile(rb"INSERTED ([0-9]+)\r\n")
@@ -142,12 +154,15 @@ class Connection(InOrderClientCore):
             larger announced size is a ``RemoteProtocolError`` before any of it is buffered.
     """
 
-    __slots__ = ("_body_of", "max_body_size")
+    __slots__ = ("_body_id", "_body_size", "_body_word", "_step", "max_body_size")
 
     def __init__(self, *, max_body_size: int = DEFAULT_MAX_BODY_SIZE) -> None:
         super().__init__()
-        # While a body is expected: (reply word, job id or -1, body size).
-        self._body_of: tuple[bytes, int, int] | None = None
+        self._step = _LINE
+        # In step BODY: the line that announced the body (reply word, job id or -1, size).
+        self._body_word = b""
+        self._body_id = -1
+        self._body_size = 0
         self.max_body_size = max_body_size
 
     def send(self, command: Command[Reply]) -> bytes:
@@ -176,7 +191,7 @@ class Connection(InOrderClientCore):
         if (
             self._state is not _OPEN
             or self._buffer
-            or self._body_of is not None
+            or self._step is not _LINE
             or self._eof
             or _INSERTED_RUN.fullmatch(data) is None
         ):
@@ -197,13 +212,13 @@ class Connection(InOrderClientCore):
         self._state = ConnectionState.CLOSED
         return ConnectionClosed(
             pending=len(self._pending),
-            partial=bool(self._buffer) or self._body_of is not None,
+            partial=bool(self._buffer) or self._step is not _LINE,
             reason=self._closed_reason,
         )
 
     def _next_event(self) -> Reply | ConnectionClosed | NeedData:
-        if self._body_of is not None:
-            return self._read_body(*self._body_of)
+        if self._step is _BODY:
+            return self._read_body(self._body_word, self._body_id, self._body_size)
         try:
             line = self._buffer.extract_line(MAX_LINE)
         except LineTooLong as exc:
@@ -248,7 +263,6 @@ class Connection(InOrderClientCore):
                         f"{word.decode()} announces {size} bytes, over "
                         f"max_body_size={self.max_body_size}"
                     )
-                self._body_of = (word, job_id, size)
                 return self._read_body(word, job_id, size)
             reply = _LINE_PARSERS[word](command, rest)
         pending.popleft()
@@ -260,6 +274,8 @@ class Connection(InOrderClientCore):
     def _read_body(
         self, word: bytes, job_id: int, size: int
     ) -> Reply | ConnectionClosed | NeedData:
+        """The reply with the body ``word`` announced, once the body and its CRLF are
+        buffered; until then the parser stays in step BODY."""
         try:
             body = self._buffer.extract_terminated(size)
         except MissingTerminator:
@@ -267,8 +283,10 @@ class Connection(InOrderClientCore):
                 f"{word.decode()} body of {size} bytes not followed by CRLF"
             ) from None
         if body is None:
+            self._step = _BODY
+            self._body_word, self._body_id, self._body_size = word, job_id, size
             return self._closed() if self._eof else NEED_DATA
-        self._body_of = None
+        self._step = _LINE
         self._pending.popleft()
         if word == b"RESERVED":
             return Reserved(job_id, body)

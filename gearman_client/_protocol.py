@@ -27,13 +27,15 @@ Why it is shaped like this:
   returned as the bare packet; routing WORK_* by handle is the session's job.
 * ``next_event()`` drains what is already buffered without another read.
 * Any protocol error poisons the connection: every later call raises it again.
+* EOF is ``receive_data(b"")``; bytes fed after it raise ``LocalProtocolError``. The states are
+  the shared ``jobwire._core.ConnectionState`` (never ``CLOSING``: Gearman has no goodbye).
 """
 
 from __future__ import annotations
 
-import enum
 from collections import deque
 
+from jobwire._core import ConnectionState
 from jobwire.errors import LocalProtocolError, RemoteProtocolError
 
 from ._events import NEED_DATA, Answer, ConnectionClosed, NeedData, Unanswered
@@ -126,15 +128,6 @@ _UNSOLICITED: frozenset[type[Packet]] = frozenset(
 )
 
 
-class ConnectionState(enum.Enum):
-    #: Requests may be sent and packets read.
-    OPEN = "OPEN"
-    #: The peer closed the connection. No more requests.
-    CLOSED = "CLOSED"
-    #: A protocol error happened. Every call raises it again.
-    ERROR = "ERROR"
-
-
 class Connection:
     """The client/worker role of one Gearman connection.
 
@@ -186,7 +179,12 @@ class Connection:
         return data
 
     def receive_data(self, data: bytes) -> None:
-        """Feed bytes from the server; ``b""`` means the server closed the connection."""
+        """Feed bytes from the server; ``b""`` means the server closed the connection.
+
+        Raises:
+            LocalProtocolError: bytes fed after ``b""`` (the rule of every jobwire core).
+                Nothing is fed; the connection is unchanged.
+        """
         if data:
             if self._eof:
                 raise LocalProtocolError("receive_data after EOF")

@@ -1,8 +1,9 @@
 """The base of a client-role Sans-IO core for a protocol answered strictly in order.
 
-beanstalk and Workq share everything but the parsing of a reply: a receive buffer (strict CRLF),
-the FIFO of commands awaiting replies, end of input, and the rule that a protocol error poisons
-the connection (every later call raises it again). A protocol's ``Connection`` subclasses
+beanstalk, Workq and Redis share everything but the parsing of a reply: a receive buffer (strict
+CRLF), the FIFO of commands awaiting replies, end of input (``receive_data(b"")``; bytes fed after
+it raise ``LocalProtocolError``, as in Gearman's core and h11), and the rule that a protocol error
+poisons the connection (every later call raises it again). A protocol's ``Connection`` subclasses
 :class:`InOrderClientCore` and writes ``send``, ``_next_event`` and ``_closed``.
 """
 
@@ -20,6 +21,8 @@ __all__ = ["ConnectionState", "InOrderClientCore"]
 
 
 class ConnectionState(enum.Enum):
+    """Where a client connection is in its life (every protocol's core uses these)."""
+
     #: Commands may be sent and replies read.
     OPEN = "OPEN"
     #: A goodbye was sent (beanstalk's ``quit``): no more commands; the server will close.
@@ -62,10 +65,16 @@ class InOrderClientCore:
             raise LocalProtocolError(f"cannot send {name!r}: connection is {self._state.value}")
 
     def receive_data(self, data: bytes) -> None:
-        """Feed bytes read from the socket; ``b""`` means the server closed its end."""
+        """Feed bytes read from the socket; ``b""`` means the server closed its end.
+
+        Raises:
+            LocalProtocolError: bytes fed after ``b""`` (a socket has none to give then: the
+                caller is out of step). Nothing is fed; the connection is unchanged.
+        """
         if data:
-            if not self._eof:
-                self._buffer.feed(data)
+            if self._eof:
+                raise LocalProtocolError("receive_data after EOF")
+            self._buffer.feed(data)
         else:
             self._eof = True
 

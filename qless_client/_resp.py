@@ -28,6 +28,8 @@ Why it is shaped like this:
   rescans a partial line and never moves consumed bytes on every read, a bulk string is waited
   for by its announced length, and nested aggregates are parsed with an explicit stack (no
   recursion) that survives between reads, so a half-received array is never parsed again.
+  The parser is in one of two steps (a line; a bulk string's body); in the first, a table
+  from the type byte to a reader parses the line.
 * Framing is strict, with caps so a hostile server cannot exhaust memory: lines end in CRLF
   only and may not hold a lone CR or LF; lengths and integers are plain ASCII digits; a bulk
   string must be followed by CRLF; a bulk string announced over ``max_bulk`` bytes, an
@@ -47,11 +49,12 @@ Why it is shaped like this:
 
 from __future__ import annotations
 
+import enum
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from jobwire._buffer import LineTooLong
+from jobwire._buffer import LineTooLong, MissingTerminator
 from jobwire._core import ConnectionState, InOrderClientCore
 from jobwire._events import NEED_DATA, NeedData
 from jobwire._record import record
@@ -117,9 +120,25 @@ _BLOB_ERROR, _VERBATIM, _MAP, _SET, _ATTR, _PUSH = 0x21, 0x3D, 0x25, 0x7E, 0x7C,
 _AGGREGATES = frozenset({_ARRAY, _MAP, _SET, _ATTR, _PUSH})
 _BULKS = frozenset({_BULK, _VERBATIM, _BLOB_ERROR})
 _LISTS = frozenset({_ARRAY, _PUSH})
-#: Bulk strings shorter than this are taken with their CRLF and sliced; longer ones are not.
+#: Top-level values that answer no command.
+_UNSOLICITED = frozenset({_PUSH, _ATTR})
+#: Arguments shorter than this are framed by one format; longer ones are not copied until the join.
 _SPLIT = 1 << 16
 _NAMES = {_ARRAY: "array", _MAP: "map", _SET: "set", _ATTR: "attribute", _PUSH: "push"}
+
+
+class _Step(enum.Enum):
+    """What the parser reads next. Aggregates being filled wait on ``Connection._stack`` (its
+    depth says whether the next value is a reply or an element), whatever the step."""
+
+    LINE = 0  # a line: a scalar, or the header of a bulk string or an aggregate
+    BULK = 1  # the body of the bulk string whose header was read, and its CRLF
+
+
+#: For the hot path: an enum member looked up on its class costs as much as a small call.
+_LINE, _BULK_STEP = _Step.LINE, _Step.BULK
+#: A reader's "no value yet": a header opened an aggregate or announced a bulk string's body.
+_MORE: Any = object()
 
 
 # -- events --------------------------------------------------------------------------------------
@@ -362,8 +381,9 @@ class Connection(InOrderClientCore):
         max_reply_bytes: most bytes one reply may take on the wire, CRLFs included.
     """
 
-    __slots__ = ("_bulk", "_bulk_kind", "_reply_bytes", "_reply_items", "_stack", "max_array",
-                 "max_bulk", "max_depth", "max_line", "max_reply_bytes", "max_reply_items")
+    __slots__ = ("_bulk", "_bulk_kind", "_reply_bytes", "_reply_items", "_stack", "_step",
+                 "max_array", "max_bulk", "max_depth", "max_line", "max_reply_bytes",
+                 "max_reply_items")
 
     def __init__(
         self,
@@ -392,9 +412,11 @@ class Connection(InOrderClientCore):
         self.max_reply_bytes = max_reply_bytes
         # The reply being read so far: values announced (the top-level one, then every element
         # its aggregates announce) and bytes taken, its bulk strings' announced bodies included.
-        self._reply_items = 0
+        self._reply_items = 1
         self._reply_bytes = 0
-        self._bulk = -1  # length of the bulk string being waited for; -1: reading lines
+        self._step = _LINE
+        # In step BULK: the awaited bulk string's announced length and type byte.
+        self._bulk = 0
         self._bulk_kind = _BULK
         # Aggregates being filled, outermost first: [type byte, elements still due, items].
         self._stack: list[list[Any]] = []
@@ -427,37 +449,12 @@ class Connection(InOrderClientCore):
         self._state = ConnectionState.CLOSED
         return ConnectionClosed(
             pending=len(self._pending),
-            partial=bool(self._buffer) or bool(self._stack) or self._bulk >= 0,
+            partial=bool(self._buffer) or bool(self._stack) or self._step is not _LINE,
             reason=self._closed_reason,
         )
 
     def _need(self) -> ConnectionClosed | NeedData:
         return self._closed() if self._eof else NEED_DATA
-
-    def _bulk_body(self) -> Any:
-        """The awaited bulk string's value once it and its CRLF are buffered, else NEED_DATA."""
-        size = self._bulk
-        buffer = self._buffer
-        if len(buffer) < size + 2:
-            return NEED_DATA
-        if size < _SPLIT:  # one extraction and a small copy
-            chunk: bytes = buffer.extract_exactly(size + 2)  # type: ignore[assignment]
-            ok = chunk[-2:] == b"\r\n"
-            data = chunk[:-2]
-        else:  # a large value is copied out of the buffer once
-            data = buffer.extract_exactly(size)  # type: ignore[assignment]
-            ok = buffer.extract_exactly(2) == b"\r\n"
-        if not ok:
-            raise RemoteProtocolError(f"bulk string of {size} bytes not followed by CRLF")
-        self._bulk = -1
-        kind = self._bulk_kind
-        if kind == _BULK:
-            return data
-        if kind == _VERBATIM:
-            if len(data) < 4 or data[3:4] != b":" or not data[:3].isascii():
-                raise RemoteProtocolError(f"bad verbatim string {data[:20]!r}")
-            return Verbatim(data[4:], data[:3].decode("ascii"))
-        return ErrorReply(data.decode("utf-8", "replace"))
 
     def _over_reply(self, what: str, total: int) -> NoReturn:
         cap = self.max_reply_items if what == "values" else self.max_reply_bytes
@@ -467,129 +464,210 @@ class Connection(InOrderClientCore):
         self._stack.clear()
         raise RemoteProtocolError(f"reply of {total}+ {what} so far, over {name} {cap}")
 
+    # -- the parser: a loop over steps; in step LINE a reader per type byte (``_READERS``) --------
+
     def _next_event(self) -> Event | NeedData:
         buffer = self._buffer
         stack = self._stack
+        readers = _READERS
         while True:
-            # 1. Read one complete value: a scalar, or an aggregate that is complete at once.
-            if self._bulk >= 0:
-                value: Any = self._bulk_body()
-                if value is NEED_DATA:
-                    return self._need()
-                kind = self._bulk_kind
-            else:
+            if self._step is _LINE:
                 try:
                     line = buffer.extract_line(self.max_line)
                 except LineTooLong as exc:
                     raise RemoteProtocolError(
                         f"reply line longer than {self.max_line} bytes ({exc.length}+)"
                     ) from None
-                if line is None:
-                    return self._need()
                 if not line:
-                    raise RemoteProtocolError("empty line where a value should begin")
+                    return self._no_line(line)
                 kind = line[0]
-                if not stack:
-                    if not self._pending and kind != _PUSH and kind != _ATTR:
-                        raise RemoteProtocolError(
-                            f"reply with no command awaiting it: {line[:60]!r}"
-                        )
-                    self._reply_items = 1
-                    self._reply_bytes = 0
-                self._reply_bytes += len(line) + 2
-                if self._reply_bytes > self.max_reply_bytes:
-                    self._over_reply("bytes", self._reply_bytes)
-                if kind in _BULKS:
-                    digits = line[1:]  # the common case inline: a plain length
-                    if digits.isdigit() and len(digits) <= 20:
-                        size = int(digits)
-                    else:
-                        size = _length(line, kind == _BULK)
-                    if size < 0:
-                        value = None
-                    elif size > self.max_bulk:
-                        raise RemoteProtocolError(
-                            f"bulk string of {size} bytes announced, over max_bulk {self.max_bulk}"
-                        )
-                    else:
-                        self._reply_bytes += size + 2
-                        if self._reply_bytes > self.max_reply_bytes:
-                            self._over_reply("bytes", self._reply_bytes)
-                        self._bulk = size
-                        self._bulk_kind = kind
-                        value = self._bulk_body()  # usually buffered already
-                        if value is NEED_DATA:
-                            return self._need()
-                elif kind == _SIMPLE:
-                    value = _text_line(line).decode("utf-8", "surrogateescape")
-                elif kind == _INT:
-                    digits = line[1:]  # the common case inline: a small non-negative integer
-                    if digits.isdigit() and len(digits) < 19:
-                        value = int(digits)
-                    else:
-                        value = _integer(line, False)
-                elif kind in _AGGREGATES:
-                    count = _length(line, kind == _ARRAY)
-                    if count < 0:
-                        value = None
-                    elif count > self.max_array:
-                        raise RemoteProtocolError(
-                            f"{_NAMES[kind]} of {count} elements announced, over max_array "
-                            f"{self.max_array}"
-                        )
-                    elif kind == _PUSH and stack:
-                        raise RemoteProtocolError("push inside another value")
-                    elif len(stack) >= self.max_depth:
-                        raise RemoteProtocolError(f"values nested deeper than {self.max_depth}")
-                    elif count:
-                        due = 2 * count if kind in (_MAP, _ATTR) else count
-                        self._reply_items += due
-                        if self._reply_items > self.max_reply_items:
-                            self._over_reply("values", self._reply_items)
-                        stack.append([kind, due, []])
-                        continue
-                    else:
-                        value = _aggregate(kind, [])
-                elif kind == _ERROR:
-                    value = ErrorReply(_text_line(line).decode("utf-8", "replace"))
-                elif kind == _NULL:
-                    if line != b"_":
-                        raise RemoteProtocolError(f"bad null {line[:40]!r}")
-                    value = None
-                elif kind == _BOOL:
-                    if line == b"#t":
-                        value = True
-                    elif line == b"#f":
-                        value = False
-                    else:
-                        raise RemoteProtocolError(f"bad boolean {line[:40]!r}")
-                elif kind == _DOUBLE_T:
-                    if _DOUBLE.fullmatch(line, 1) is None:
-                        raise RemoteProtocolError(f"bad double {line[:40]!r}")
-                    value = float(line[1:])
-                elif kind == _BIGNUM:
-                    value = _integer(line, True)
-                else:
-                    raise RemoteProtocolError(f"unknown RESP type in {line[:60]!r}")
-            # 2. Hand the value to the aggregate it belongs to, closing those it completes.
-            while stack:
-                if kind == _ATTR:  # attributes inside a value are metadata: dropped
-                    break
-                frame = stack[-1]
-                frame[2].append(value)
-                frame[1] -= 1
-                if frame[1]:
-                    break
-                stack.pop()
-                kind = frame[0]
-                value = _aggregate(kind, frame[2])
+                if not (stack or self._pending) and kind not in _UNSOLICITED:
+                    raise RemoteProtocolError(f"reply with no command awaiting it: {line[:60]!r}")
+                total = self._reply_bytes = self._reply_bytes + len(line) + 2
+                if total > self.max_reply_bytes:
+                    self._over_reply("bytes", total)
+                value = readers[kind](self, line)
+                if value is _MORE:
+                    continue
             else:
-                # 3. A top-level value: a push, attributes, or the oldest command's reply.
-                if kind == _PUSH:
-                    return Push(value)
-                if kind == _ATTR:
-                    return Attribute(value)
+                value = self._read_bulk_body()
+                if value is NEED_DATA:
+                    return self._need()
+                kind = self._bulk_kind
+            if not stack:  # a top-level value: the commonest answer inline
+                if kind in _UNSOLICITED:
+                    return self._answer(kind, value)
+                self._reply_bytes = 0  # (a scalar or an empty aggregate: still one value)
                 self._pending.popleft()
-                if type(value) is ErrorReply:
-                    return value
-                return Reply(value)
+                return value if type(value) is ErrorReply else Reply(value)
+            event = self._fill(kind, value)
+            if event is not None:
+                return event
+
+    def _no_line(self, line: bytes | None) -> ConnectionClosed | NeedData:
+        """No line to read (``None``: not yet), or an empty one (a framing error)."""
+        if line is None:
+            return self._need()
+        raise RemoteProtocolError("empty line where a value should begin")
+
+    def _fill(self, kind: int, value: Any) -> Event | None:
+        """Hand a complete value to the aggregate it belongs to, closing those it completes.
+        Returns the event once the top-level value is complete, else None."""
+        stack = self._stack
+        while stack:
+            if kind == _ATTR:  # attributes inside a value are metadata: dropped
+                return None
+            frame = stack[-1]
+            frame[2].append(value)
+            frame[1] -= 1
+            if frame[1]:
+                return None
+            stack.pop()
+            kind = frame[0]
+            value = _aggregate(kind, frame[2])
+        return self._answer(kind, value)
+
+    def _answer(self, kind: int, value: Any) -> Event:
+        """A complete top-level value: a push, attributes, or the oldest command's reply. The
+        next reply's totals start over (its own value counts as one)."""
+        self._reply_items = 1
+        self._reply_bytes = 0
+        if kind == _PUSH:
+            return Push(value)
+        if kind == _ATTR:
+            return Attribute(value)
+        self._pending.popleft()
+        if type(value) is ErrorReply:
+            return value
+        return Reply(value)
+
+    # Step BULK.
+
+    def _read_bulk_body(self) -> Any:
+        """Step BULK: the awaited bulk string's value once it and its CRLF are buffered (the
+        step is LINE again), else NEED_DATA."""
+        value = self._bulk_body(self._bulk, self._bulk_kind)
+        if value is not NEED_DATA:
+            self._step = _LINE
+        return value
+
+    def _bulk_body(self, size: int, kind: int) -> Any:
+        """A bulk string's value from its body of ``size`` bytes, or NEED_DATA."""
+        try:
+            data = self._buffer.extract_terminated(size)  # copied once, whatever its size
+        except MissingTerminator:
+            raise RemoteProtocolError(f"bulk string of {size} bytes not followed by CRLF") from None
+        if data is None:
+            return NEED_DATA
+        if kind == _BULK:
+            return data
+        if kind == _VERBATIM:
+            if len(data) < 4 or data[3:4] != b":" or not data[:3].isascii():
+                raise RemoteProtocolError(f"bad verbatim string {data[:20]!r}")
+            return Verbatim(data[4:], data[:3].decode("ascii"))
+        return ErrorReply(data.decode("utf-8", "replace"))
+
+    # Step LINE: one reader per type byte, each given the whole line (type byte included) and
+    # returning the value, or ``_MORE`` for a header whose value is still to come.
+
+    def _read_bulk_header(self, line: bytes) -> Any:
+        """``$``, ``=``, ``!``: a length (null ``$-1`` allowed for ``$`` only), then the body,
+        waited for in step BULK unless it is buffered already."""
+        kind = line[0]
+        digits = line[1:]  # the common case inline: a plain length
+        if digits.isdigit() and len(digits) <= 20:
+            size = int(digits)
+        else:
+            size = _length(line, kind == _BULK)
+        if size < 0:
+            return None
+        if size > self.max_bulk:
+            raise RemoteProtocolError(
+                f"bulk string of {size} bytes announced, over max_bulk {self.max_bulk}"
+            )
+        total = self._reply_bytes = self._reply_bytes + size + 2
+        if total > self.max_reply_bytes:
+            self._over_reply("bytes", total)
+        value = self._bulk_body(size, kind)
+        if value is NEED_DATA:
+            self._bulk = size
+            self._bulk_kind = kind
+            self._step = _BULK_STEP
+            return _MORE
+        return value
+
+    def _read_aggregate_header(self, line: bytes) -> Any:
+        """``*``, ``%``, ``~``, ``>``, ``|``: a count (null ``*-1`` allowed for ``*`` only);
+        a non-empty aggregate is pushed on the stack to be filled by the values that follow."""
+        kind = line[0]
+        stack = self._stack
+        count = _length(line, kind == _ARRAY)
+        if count < 0:
+            return None
+        if count > self.max_array:
+            raise RemoteProtocolError(
+                f"{_NAMES[kind]} of {count} elements announced, over max_array {self.max_array}"
+            )
+        if kind == _PUSH and stack:
+            raise RemoteProtocolError("push inside another value")
+        if len(stack) >= self.max_depth:
+            raise RemoteProtocolError(f"values nested deeper than {self.max_depth}")
+        if not count:
+            return _aggregate(kind, [])
+        due = 2 * count if kind in (_MAP, _ATTR) else count
+        self._reply_items += due
+        if self._reply_items > self.max_reply_items:
+            self._over_reply("values", self._reply_items)
+        stack.append([kind, due, []])
+        return _MORE
+
+    def _read_simple(self, line: bytes) -> str:
+        return _text_line(line).decode("utf-8", "surrogateescape")
+
+    def _read_error(self, line: bytes) -> ErrorReply:
+        return ErrorReply(_text_line(line).decode("utf-8", "replace"))
+
+    def _read_integer(self, line: bytes) -> int:
+        digits = line[1:]  # the common case inline: a small non-negative integer
+        if digits.isdigit() and len(digits) < 19:
+            return int(digits)
+        return _integer(line, False)
+
+    def _read_big_number(self, line: bytes) -> int:
+        return _integer(line, True)
+
+    def _read_null(self, line: bytes) -> None:
+        if line != b"_":
+            raise RemoteProtocolError(f"bad null {line[:40]!r}")
+
+    def _read_boolean(self, line: bytes) -> bool:
+        if line == b"#t":
+            return True
+        if line == b"#f":
+            return False
+        raise RemoteProtocolError(f"bad boolean {line[:40]!r}")
+
+    def _read_double(self, line: bytes) -> float:
+        if _DOUBLE.fullmatch(line, 1) is None:
+            raise RemoteProtocolError(f"bad double {line[:40]!r}")
+        return float(line[1:])
+
+    def _read_unknown(self, line: bytes) -> NoReturn:
+        raise RemoteProtocolError(f"unknown RESP type in {line[:60]!r}")
+
+
+#: Step LINE's readers, by type byte.
+_READERS: list[Callable[[Connection, bytes], Any]] = [
+    {
+        **dict.fromkeys(_BULKS, Connection._read_bulk_header),
+        **dict.fromkeys(_AGGREGATES, Connection._read_aggregate_header),
+        _SIMPLE: Connection._read_simple,
+        _ERROR: Connection._read_error,
+        _INT: Connection._read_integer,
+        _BIGNUM: Connection._read_big_number,
+        _NULL: Connection._read_null,
+        _BOOL: Connection._read_boolean,
+        _DOUBLE_T: Connection._read_double,
+    }.get(kind, Connection._read_unknown)
+    for kind in range(256)
+]

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from gearman_client import _packets as pk
@@ -40,6 +40,7 @@ from gearman_client._protocol import CLIENT_SENDS, SERVER_SENDS, Connection
 from gearman_client._server_protocol import AdminLine, ServerConnection
 from gearman_client._session import GearmanSession
 from gearman_client.errors import JobFailed, QueueFull, ServerError
+from jobwire._core import ConnectionState
 from jobwire.errors import ConnectionLost, LocalProtocolError, RemoteProtocolError
 
 from ..conftest import TRANSCRIPTS
@@ -262,7 +263,6 @@ def test_transcript_server_role_every_split(ex: dict[str, str]) -> None:
 
 
 @given(st.data())
-@settings(max_examples=60, deadline=None)
 def test_whole_binary_transcript_split_anywhere(data: st.DataObject) -> None:
     """Client role: all replies of the transcript, concatenated and cut at arbitrary points."""
     requests: list[pk.Packet] = []
@@ -393,6 +393,24 @@ def test_default_cap_is_64_mib_and_a_big_body_arrives_in_pieces() -> None:
     conn.receive_data(pk.RES + (17).to_bytes(4, "big") + (len(body) + 1).to_bytes(4, "big"))
     with pytest.raises(RemoteProtocolError):
         conn.next_event()
+
+
+def test_data_after_eof_raises_and_is_not_fed() -> None:
+    conn = Connection()
+    conn.send(pk.EchoReq(b"x"))
+    conn.receive_data(b"")
+    with pytest.raises(LocalProtocolError, match="after EOF"):
+        conn.receive_data(res(pk.EchoRes(b"x")))
+    assert drain(conn) == [ConnectionClosed(1, False)]
+
+
+def test_the_state_is_the_shared_cores() -> None:
+    conn = Connection()
+    states = [conn.state]
+    conn.receive_data(b"")
+    assert drain(conn) == [ConnectionClosed(0, False)]
+    states.append(conn.state)
+    assert states == [ConnectionState.OPEN, ConnectionState.CLOSED]
 
 
 def test_eof_reports_pending_and_partial() -> None:
@@ -636,7 +654,6 @@ def server_packets(draw: st.DrawFn) -> pk.Packet:
 
 
 @given(st.lists(server_packets(), max_size=12), st.data())
-@settings(max_examples=150, deadline=None)
 def test_any_packet_stream_decodes_at_any_split(packets: list[pk.Packet], data: Any) -> None:
     stream = b"".join(pk.encode_packet(p, pk.RES) for p in packets)
     decoder = pk.PacketDecoder(pk.RES)

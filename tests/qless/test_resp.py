@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from jobwire.errors import LocalProtocolError, RemoteProtocolError
@@ -149,7 +149,6 @@ def test_vectors_whole(data: bytes, expected: list[Event]) -> None:
     assert parse(data) == expected
 
 
-@settings(max_examples=40, deadline=None)
 @given(data=st.data())
 def test_vectors_in_every_chunking(data: st.DataObject) -> None:
     stream = b"".join(v for v, _ in VECTORS)
@@ -207,7 +206,6 @@ _values = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
 @given(values=st.lists(_values, min_size=1, max_size=6), data=st.data())
 def test_random_values_round_trip_in_any_chunking(values: list[Any], data: st.DataObject) -> None:
     stream = b"".join(encode(v) for v in values)
@@ -415,7 +413,6 @@ def test_empty_sets_nested_are_refused_with_the_default_caps() -> None:
         conn.next_event()
 
 
-@settings(max_examples=300, deadline=None)
 @given(value=_values, data=st.data())
 def test_reply_caps_refuse_exactly_what_passes_them(value: Any, data: st.DataObject) -> None:
     raw = encode(value)
@@ -509,6 +506,15 @@ def test_eof_mid_bulk_is_partial() -> None:
     assert conn.next_event() == ConnectionClosed(pending=2, partial=True)
     with pytest.raises(LocalProtocolError):
         conn.send(["PING"])
+
+
+def test_data_after_eof_raises_and_is_not_fed() -> None:
+    conn = Connection()
+    conn.send(["PING"])
+    conn.receive_data(b"")
+    with pytest.raises(LocalProtocolError, match="after EOF"):
+        conn.receive_data(b"+PONG\r\n")
+    assert drain(conn) == [ConnectionClosed(pending=1, partial=False)]
 
 
 def test_eof_mid_array_and_between_replies() -> None:
