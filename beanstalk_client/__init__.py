@@ -85,7 +85,7 @@ if TYPE_CHECKING:
     from ._job import Job, JobRef
     from ._protocol import Connection, ConnectionState
     from ._server_protocol import BadRequest, ServerConnection
-    from ._stats import JobStats, ServerStats, TubeStats
+    from ._stats import JobStats, ServerStats, TubeStats, parse_tube_stats
     from .aio import AsyncClient
     from .client import Client
     from .errors import (
@@ -126,7 +126,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "._job": ["Job", "JobRef"],
     "._protocol": ["Connection", "ConnectionState"],
     "._server_protocol": ["BadRequest", "ServerConnection"],
-    "._stats": ["JobStats", "ServerStats", "TubeStats"],
+    "._stats": ["JobStats", "ServerStats", "TubeStats", "parse_tube_stats"],
     ".aio": ["AsyncClient"],
     ".client": ["Client"],
     ".errors": [
@@ -140,7 +140,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
 __all__ = [
     # clients
     "AsyncClient", "Client", "Job", "JobRef", "JobStats", "ServerStats", "TubeStats",
-    "DEFAULT_PRIORITY", "DEFAULT_TTR", "validate_tube",
+    "DEFAULT_PRIORITY", "DEFAULT_TTR", "parse_tube_stats", "validate_tube",
     # workers
     "AsyncWorker", "RetryPolicy", "Worker", "WorkerStats",
     # errors

@@ -130,7 +130,13 @@ def parse_job_stats(data: bytes) -> JobStats:
 
 
 def parse_tube_stats(data: bytes) -> TubeStats:
-    """Parse the document of ``stats-tube``; ``name`` stays a string whatever it looks like."""
+    """Parse the document of ``stats-tube`` (the ``data`` of its ``Ok`` reply); ``name`` stays
+    a string whatever it looks like.
+
+    Raises:
+        RemoteProtocolError: not a document of ``key: value`` lines, or a numeric key whose
+            value is not a number.
+    """
     return cast(TubeStats, parse_dict(data, _TUBE_NUMERIC))
 
 

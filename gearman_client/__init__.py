@@ -18,7 +18,7 @@ from jobwire._version import __version__ as __version__
 
 if TYPE_CHECKING:
     from ._admin import FunctionStatus, JobInfo, PriorityStatus, WorkerInfo
-    from ._api_async import JobStatus
+    from ._api_async import DEFAULT_PORT, JobStatus
     from ._packets import (
         DEFAULT_MAX_BODY_SIZE,
         PacketType,
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
         WorkData,
         WorkStatus,
         WorkWarning,
+        check_name,
+        check_unique,
     )
     from ._protocol import Connection
     from .aio import AsyncAdmin, AsyncClient, AsyncJob, AsyncWorker
@@ -42,10 +44,12 @@ if TYPE_CHECKING:
 
 __getattr__, __dir__ = lazy_exports(__name__, {
     "._admin": ["FunctionStatus", "JobInfo", "PriorityStatus", "WorkerInfo"],
-    "._api_async": ["JobStatus"],
+    "._api_async": ["DEFAULT_PORT", "JobStatus"],
     # What a foreground job's updates are (AsyncClient.start, submit(on_update=...)).
+    # check_name, check_unique: what submit checks a function name and a unique id against.
     "._packets": [
         "DEFAULT_MAX_BODY_SIZE", "PacketType", "Priority", "WorkData", "WorkStatus", "WorkWarning",
+        "check_name", "check_unique",
     ],
     "._protocol": ["Connection"],
     ".aio": ["AsyncAdmin", "AsyncClient", "AsyncJob", "AsyncWorker"],
@@ -58,6 +62,7 @@ __getattr__, __dir__ = lazy_exports(__name__, {
 
 __all__ = [
     "DEFAULT_MAX_BODY_SIZE",
+    "DEFAULT_PORT",
     "Admin",
     "AsyncAdmin",
     "AsyncClient",
@@ -84,4 +89,6 @@ __all__ = [
     "Worker",
     "WorkerInfo",
     "WorkerStats",
+    "check_name",
+    "check_unique",
 ]

@@ -183,9 +183,13 @@ _NOT_IN_UNIQUE = re.compile(rb"[\x00-\x1f\x7f]")
 
 
 def check_name(value: bytes, what: str) -> None:
-    """A function name: non-empty, no whitespace or control bytes (gearmand lists names
+    """Check a function name: non-empty, no whitespace or control bytes (gearmand lists names
     verbatim in ``status``, ``prioritystatus`` and ``workers``: a tab or newline in one would
-    forge rows there)."""
+    forge rows there). ``what`` names the value in the error.
+
+    Raises:
+        LocalProtocolError: not ``bytes``, empty, or holding whitespace or a control byte.
+    """
     if not isinstance(value, bytes):
         raise LocalProtocolError(f"{what} must be bytes, got {type(value).__name__}")
     if not value:
@@ -197,9 +201,13 @@ def check_name(value: bytes, what: str) -> None:
 
 
 def check_unique(value: bytes) -> None:
-    """A unique id: at most 63 bytes, no control bytes (NUL, TAB, CR, LF ...: gearmand lists
-    uniques verbatim, one per line, in ``show unique jobs``); empty means "no unique": never
-    coalesced."""
+    """Check a unique id: at most 63 bytes, no control bytes (NUL, TAB, CR, LF ...: gearmand
+    lists uniques verbatim, one per line, in ``show unique jobs``); empty means "no unique":
+    never coalesced.
+
+    Raises:
+        LocalProtocolError: not ``bytes``, longer than 63 bytes, or holding a control byte.
+    """
     if not isinstance(value, bytes):
         raise LocalProtocolError(f"unique must be bytes, got {type(value).__name__}")
     if len(value) > MAX_UNIQUE:

@@ -33,7 +33,12 @@ if TYPE_CHECKING:
 
     from ._api_async import DEFAULT_TTL, DEFAULT_TTR
     from ._commands import (
+        I32_MAX,
+        I32_MIN,
+        MAX_ATTEMPTS,
         MAX_PAYLOAD,
+        MAX_TTL_MS,
+        MAX_TTR_MS,
         Add,
         Command,
         Complete,
@@ -51,6 +56,8 @@ if TYPE_CHECKING:
         Run,
         Schedule,
         Shape,
+        validate_id,
+        validate_name,
     )
     from ._events import (
         NEED_DATA,
@@ -89,9 +96,10 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     ],
     "._api_async": ["DEFAULT_TTL", "DEFAULT_TTR"],
     "._commands": [
-        "MAX_PAYLOAD", "Add", "Command", "Complete", "Delete", "Fail", "InspectJob", "InspectJobs",
-        "InspectQueue", "InspectQueues", "InspectScheduledJobs", "InspectServer", "InvalidArgument",
-        "Lease", "Result", "Run", "Schedule", "Shape",
+        "I32_MAX", "I32_MIN", "MAX_ATTEMPTS", "MAX_PAYLOAD", "MAX_TTL_MS", "MAX_TTR_MS", "Add",
+        "Command", "Complete", "Delete", "Fail", "InspectJob", "InspectJobs", "InspectQueue",
+        "InspectQueues", "InspectScheduledJobs", "InspectServer", "InvalidArgument", "Lease",
+        "Result", "Run", "Schedule", "Shape", "validate_id", "validate_name",
     ],
     "._events": [
         "NEED_DATA", "ConnectionClosed", "ErrorKind", "ErrorReply", "Event", "InspectReply",
@@ -112,7 +120,12 @@ __getattr__, __dir__ = lazy_exports(__name__, {
 __all__ = [
     "DEFAULT_TTL",
     "DEFAULT_TTR",
+    "I32_MAX",
+    "I32_MIN",
+    "MAX_ATTEMPTS",
     "MAX_PAYLOAD",
+    "MAX_TTL_MS",
+    "MAX_TTR_MS",
     "NEED_DATA",
     "Add",
     "AsyncClient",
@@ -174,4 +187,6 @@ __all__ = [
     "Worker",
     "WorkerStats",
     "WorkqError",
+    "validate_id",
+    "validate_name",
 ]

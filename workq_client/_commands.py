@@ -99,6 +99,7 @@ MAX_LIMIT: Final = 100
 MAX_OFFSET: Final = 2**32 - 1
 #: Longest job or queue name, in bytes.
 MAX_NAME: Final = 255
+#: The range of a priority: a signed 32-bit integer, higher runs first.
 I32_MIN: Final = -(2**31)
 I32_MAX: Final = 2**31 - 1
 

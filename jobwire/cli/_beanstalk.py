@@ -81,8 +81,7 @@ def _connect(url: str) -> Client:
 
 def _stats_rows(client: Client, tubes: list[str]) -> list[dict[str, Any]]:
     """``stats-tube`` of every tube, pipelined; tubes that went away meanwhile are left out."""
-    from beanstalk_client import Ok, StatsTube
-    from beanstalk_client._stats import parse_tube_stats
+    from beanstalk_client import Ok, StatsTube, parse_tube_stats
 
     if not tubes:
         return []

@@ -62,7 +62,7 @@ def _servers(url: str) -> list[Address]:
     Raises:
         InvalidAddress, TypeError: not a server address or a list of them (exit 2).
     """
-    from gearman_client._api_async import DEFAULT_PORT
+    from gearman_client import DEFAULT_PORT
     from jobwire._url import resolve_addresses
 
     return resolve_addresses(url, scheme="gearman", default_port=DEFAULT_PORT)
@@ -257,7 +257,7 @@ def cancel(url: str, handle: str) -> int:
 
 def _update_line(update: Any) -> tuple[str, dict[str, Any]]:
     """An update (WORK_DATA, WORK_WARNING, WORK_STATUS) as a line for stderr and as JSON."""
-    from gearman_client._packets import WorkData, WorkStatus
+    from gearman_client import WorkData, WorkStatus
 
     if isinstance(update, WorkStatus):
         return (f"status {update.numerator}/{update.denominator}",

@@ -23,16 +23,18 @@ from beanstalk_client import (
     DeadlineSoon,
     Delete,
     Inserted,
+    JobStats,
     NotFound,
     Put,
     Reply,
     Reserved,
     ReserveWithTimeout,
+    ServerStats,
     TimedOut,
+    TubeStats,
     Use,
     validate_tube,
 )
-from beanstalk_client._stats import JobStats, ServerStats, TubeStats
 from jobwire._url import resolve_address
 from jobwire.errors import (
     BulkError,

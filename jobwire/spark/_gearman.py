@@ -11,8 +11,16 @@ from pyspark.sql import DataFrame
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from gearman_client import Admin, AsyncClient, BulkSubmitError, Client, Priority
-from gearman_client._packets import check_name, check_unique
+from gearman_client import (
+    DEFAULT_PORT,
+    Admin,
+    AsyncClient,
+    BulkSubmitError,
+    Client,
+    Priority,
+    check_name,
+    check_unique,
+)
 from jobwire._url import Address, resolve_addresses
 from jobwire.errors import BulkError, InvalidAddress, JobwireError
 
@@ -69,7 +77,7 @@ COLUMNS = (
 def _servers(opts: Options) -> list[Address]:
     url = opts.text("url")
     try:
-        return resolve_addresses(url, scheme="gearman", default_port=4730)
+        return resolve_addresses(url, scheme="gearman", default_port=DEFAULT_PORT)
     except (InvalidAddress, TypeError) as exc:
         raise opts.error("url", str(exc)) from None
 

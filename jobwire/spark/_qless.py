@@ -3,8 +3,8 @@ tables, and a queue as a stream (``pop`` on the driver, heartbeats while Spark w
 batch, ``complete`` on commit).
 
 Every call is one ``EVALSHA`` of the qless script through ``qless_client``: the sink and the
-stream build the script calls themselves (``qless_client._scripts``) and send them pipelined
-with the client's ``_run_many``, so a task's rows, or a batch's completions, go out on one
+stream build the script calls themselves (:mod:`qless_client.script`) and send them pipelined
+with its ``run_many``, so a task's rows, or a batch's completions, go out on one
 connection with at most ``window`` unanswered.
 """
 
@@ -57,10 +57,16 @@ from jobwire.errors import (
     NotSent,
     OperationTimeout,
 )
-from qless_client import Client, JobNotFound, LostLock, RedisError, WrongQueue
-from qless_client import _scripts as sc
-from qless_client._client_async import _name, new_jid
-from qless_client._redis import parse_redis_address
+from qless_client import (
+    Client,
+    JobNotFound,
+    LostLock,
+    RedisError,
+    WrongQueue,
+    new_jid,
+    parse_redis_address,
+)
+from qless_client import script as sc
 
 from ._common import (
     BadOption,
@@ -101,7 +107,7 @@ def _text(what: str) -> Callable[[Any], str]:
     """A converter to a qless name (queue, klass, jid, tag): printable, non-empty, unpadded."""
 
     def convert(value: Any) -> str:
-        return _name(value, what)
+        return sc.validate_name(value, what)
 
     return convert
 
@@ -115,7 +121,7 @@ def _names(what: str) -> Callable[[Any], list[str]]:
         for item in value:
             if item is None:
                 raise ValueError(f"holds a null {what}")
-            _name(item, what)
+            sc.validate_name(item, what)
         return list(value)
 
     return convert
@@ -302,7 +308,8 @@ class Settings:
             retries=opts.check("retries", int_in(0, INT_LIMIT), None),
             delay=opts.check("delay", seconds_value, 0.0),
             tags=None if tags is None else tuple(opts.check(
-                "tags", lambda v: [_name(t.strip(), "tag") for t in v.split(",") if t.strip()],
+                "tags",
+                lambda v: [sc.validate_name(t.strip(), "tag") for t in v.split(",") if t.strip()],
                 [])),
             window=opts.integer("window", DEFAULT_WINDOW, 1, 65536),
             timeout=opts.seconds("timeout", 10.0),
@@ -476,7 +483,7 @@ class QlessWriter(QueueWriter):
             JobwireError: the connection failed (what was answered landed; the rest may have).
         """
         try:
-            jids = client._run_many([call for _, _, call in window], self.settings.window)
+            jids = sc.run_many(client, [call for _, _, call in window], self.settings.window)
         except BulkError as exc:
             for (_, queue, _), outcome in zip(window, exc.results, strict=True):
                 if isinstance(outcome, str):
@@ -555,16 +562,16 @@ class QlessTableReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         with self.settings.connect() as client:
             if self.table == "queues":
-                for counts in client._run(sc.queues(client.clock())):
+                for counts in sc.run(client, sc.queues(client.clock())):
                     yield tuple(counts[k] for k in _QUEUE_COUNTS)  # type: ignore[literal-required]
             elif self.table == "failed":
                 if self.group is not None:
                     yield from map(job_row, self._failed(client, self.group))
                     return
-                for group, count in client._run(sc.failed_counts(client.clock())).items():
+                for group, count in sc.run(client, sc.failed_counts(client.clock())).items():
                     yield (group, int(count))
             elif self.table == "tracked":
-                tracked = client._run(sc.tracked(client.clock()))
+                tracked = sc.run(client, sc.tracked(client.clock()))
                 yield from map(job_row, tracked["jobs"])
                 for jid in tracked["expired"]:
                     yield (jid, *([None] * (len(_JOB_FIELDS) - 1)))
@@ -574,7 +581,7 @@ class QlessTableReader(DataSourceReader):
     def _jobs(self, client: Client) -> Iterator[tuple[Any, ...]]:
         queue, state = self.settings.queue, self.state
         if state == "failed":
-            groups = client._run(sc.failed_counts(client.clock()))
+            groups = sc.run(client, sc.failed_counts(client.clock()))
             for group in groups:
                 for failed in self._failed(client, group):
                     if queue is None or failed.get("queue") == queue:
@@ -587,15 +594,15 @@ class QlessTableReader(DataSourceReader):
                     yield job_row(job)
             return
         queues = [queue] if queue is not None else [
-            q["name"] for q in client._run(sc.queues(client.clock()))]
+            q["name"] for q in sc.run(client, sc.queues(client.clock()))]
         if state == "waiting":
             # qless-core's ``jobs`` lists no waiting jobs: ``peek`` (in pop order; it lists
             # stalled jobs first, left out here, and puts due scheduled and recurring jobs in)
             for name in queues:
-                counts = client._run(sc.queue(client.clock(), name))
+                counts = sc.run(client, sc.queue(client.clock(), name))
                 want = counts["waiting"] + counts["stalled"]
                 if want:
-                    for job in client._run(sc.peek(client.clock(), name, want)):
+                    for job in sc.run(client, sc.peek(client.clock(), name, want)):
                         if job["state"] == "waiting":
                             yield job_row(job)
             return
@@ -604,7 +611,7 @@ class QlessTableReader(DataSourceReader):
             if state == "recurring":
                 for page in _batched(jids, self.settings.window):
                     calls = [sc.recur_get(client.clock(), jid) for jid in page]
-                    for template in client._run_many(calls, self.settings.window):
+                    for template in sc.run_many(client, calls, self.settings.window):
                         if template is not None:  # unrecurred meanwhile
                             yield _template_row(template)
             else:
@@ -613,7 +620,7 @@ class QlessTableReader(DataSourceReader):
     def _pages(self, client: Client, state: str, queue: str | None) -> Iterator[str]:
         offset = 0
         while True:
-            page = client._run(sc.jobs(client.clock(), state, queue, offset, PAGE))
+            page = sc.run(client, sc.jobs(client.clock(), state, queue, offset, PAGE))
             yield from page
             if len(page) < PAGE:
                 return
@@ -623,7 +630,7 @@ class QlessTableReader(DataSourceReader):
         """``get`` of each jid, pipelined; jobs gone meanwhile are skipped."""
         for page in _batched(jids, self.settings.window):
             calls = [sc.get(client.clock(), jid) for jid in page]
-            for job in client._run_many(calls, self.settings.window):
+            for job in sc.run_many(client, calls, self.settings.window):
                 if job is not None:
                     yield job
 
@@ -633,9 +640,9 @@ class QlessTableReader(DataSourceReader):
         (qless-core's ``limit`` is the page's end), each page described by ``multiget``."""
         offset = 0
         while True:
-            page = client._run(sc.failed(client.clock(), group, offset, offset + PAGE))
+            page = sc.run(client, sc.failed(client.clock(), group, offset, offset + PAGE))
             if page["jobs"]:
-                yield from client._run(sc.multiget(client.clock(), *page["jobs"]))
+                yield from sc.run(client, sc.multiget(client.clock(), *page["jobs"]))
             if len(page["jobs"]) < PAGE:
                 return
             offset += PAGE
@@ -711,7 +718,7 @@ class QlessStream(HeldJobsReader[str]):
             while len(taken) < limit:
                 want = min(limit - len(taken), PAGE)
                 now = client.clock()
-                jobs = client._run(sc.pop(now, queue, client.worker_name, want))
+                jobs = sc.run(client, sc.pop(now, queue, client.worker_name, want))
                 for job in jobs:
                     expires = float(job["expires"])
                     self._jobs[job["jid"]] = _Held(job["queue"] or queue, job["data"], expires,
@@ -736,7 +743,7 @@ class QlessStream(HeldJobsReader[str]):
                      for jid, h in todo]
             outcomes: list[object] = []
             try:
-                states = client._run_many(calls, self.settings.window) if calls else []
+                states = sc.run_many(client, calls, self.settings.window) if calls else []
                 outcomes.extend(states)
             except BulkError as exc:
                 outcomes.extend(exc.results)
@@ -785,7 +792,7 @@ class QlessStream(HeldJobsReader[str]):
             calls = [sc.heartbeat(now, jid, client.worker_name) for jid, _ in due]
             outcomes: list[object] = []
             try:
-                expiries = client._run_many(calls, self.settings.window)
+                expiries = sc.run_many(client, calls, self.settings.window)
                 outcomes.extend(expiries)
             except BulkError as exc:
                 outcomes.extend(exc.results)

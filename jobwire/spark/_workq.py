@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,6 +26,12 @@ from jobwire.errors import InvalidAddress, JobwireConnectionError, JobwireError
 from workq_client import (
     DEFAULT_TTL,
     DEFAULT_TTR,
+    I32_MAX,
+    I32_MIN,
+    MAX_ATTEMPTS,
+    MAX_PAYLOAD,
+    MAX_TTL_MS,
+    MAX_TTR_MS,
     AsyncClient,
     BulkError,
     Client,
@@ -35,15 +42,6 @@ from workq_client import (
     NotFound,
     TimedOut,
     WorkqError,
-)
-from workq_client._commands import (
-    I32_MAX,
-    I32_MIN,
-    MAX_ATTEMPTS,
-    MAX_PAYLOAD,
-    MAX_TTL_MS,
-    MAX_TTR_MS,
-    new_id,
     validate_id,
     validate_name,
 )
@@ -229,7 +227,7 @@ class WorkqWriter(QueueWriter):
 
         return _Job(name, pick("ttr", s.ttr_ms), pick("ttl", s.ttl_ms),
                     pick("priority", s.priority), pick("max_attempts", s.max_attempts),
-                    v.get("id") or new_id())  # our own id: a resent add cannot duplicate
+                    v.get("id") or str(uuid.uuid4()))  # our own id: a resent add cannot duplicate
 
     def _send(
         self, client: Client, jobs: list[tuple[Row, _Job]], partition: int, report: WriteReport

@@ -37,7 +37,7 @@ says the rest):
   updates them per row as Welford does and merges partitions with Chan's formulas), then
   Chan's parallel merge over the buckets: ``M2 = sum(M2_b + n_b * (mean_b - mean)^2)``. No
   sum of squares is ever formed.
-* The histogram: qless-core's 148 buckets (``qless_client._scripts.BUCKETS``: ``s0``..``s59``,
+* The histogram: qless-core's 148 buckets (``qless_client.script.BUCKETS``: ``s0``..``s59``,
   ``m1``..``m59``, ``h1``..``h23``, ``d1``..``d6``; half-open). A duration of 7 days or more
   counts in ``total`` and ``mean`` but in no bucket, as in qless-core's ``stats``; see
   :func:`bucket_index`. (qless-core's ``stats`` reports ``count`` and ``std``: ``total`` and
@@ -67,7 +67,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from qless_client._scripts import BUCKETS
+from qless_client.script import BUCKETS
 
 __all__ = [
     "BUCKETS",
