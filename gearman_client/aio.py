@@ -12,12 +12,11 @@ from typing import Any, Generic
 
 from jobwire._pending import Pending
 from jobwire._transport import AsyncTransport
-from jobwire.errors import OperationTimeout
-from jobwire.serializers import Serializer, load
+from jobwire.serializers import Serializer, dump, load
 
 from . import _api_async
 from . import _packets as pk
-from ._api_async import AsyncAdmin, B, JobStatus, _data, as_bytes
+from ._api_async import AsyncAdmin, B, JobStatus, as_bytes
 from ._packets import Priority
 from ._session import JobTracker, Update
 from .worker import AsyncJob, AsyncWorker
@@ -100,8 +99,9 @@ class AsyncClient(_api_async.AsyncClient[B]):
             ConnectFailed: no server could be reached.
         """
         uniq = b"" if unique is None else as_bytes(unique, "unique")
-        packet = pk.submit_packet(as_bytes(function, "function"),
-                                  _data(self._serializer, data), unique=uniq, priority=priority)
+        payload = b"" if data is None else dump(self._serializer, data, "data")
+        packet = pk.submit_packet(as_bytes(function, "function"), payload, unique=uniq,
+                                  priority=priority)
         limit = self._limit(timeout)
         transport, session = await self._pool.pick(uniq or None)
         created = session.request(packet)
@@ -122,8 +122,5 @@ class AsyncClient(_api_async.AsyncClient[B]):
         result.then = lambda _: box[0]._wake() if box else None
         if not transport.flush_nowait():
             await transport.flush()
-        try:
-            await transport.wait(created, limit)
-        except OperationTimeout:
-            raise
+        await transport.wait(created, limit)
         return box[0]

@@ -161,6 +161,8 @@ class AsyncTransport:
         session: the protocol's session for this connection.
         connect_timeout: seconds to connect and finish the TLS handshake (``None``:
             :data:`CONNECT_TIMEOUT`).
+        timeout: accepted for the blocking twin's sake (its send limit; one client source
+            builds either transport) and unused: an async send is not timed.
         ssl: TLS on the connection: ``True`` (the default context: the server's certificate
             and host name are checked) or an ``ssl.SSLContext``; ``None``/``False``: plain.
         server_hostname: the name the certificate must carry (default: the address's host).
@@ -168,7 +170,8 @@ class AsyncTransport:
 
     def __init__(
         self, address: Address, session: SessionLike, *, connect_timeout: float | None,
-        ssl: SSLOption = None, server_hostname: str | None = None,
+        timeout: float | EllipsisType | None = ..., ssl: SSLOption = None,
+        server_hostname: str | None = None,
     ) -> None:
         self.address = address
         self.session = session
@@ -217,6 +220,17 @@ class AsyncTransport:
                 self._stream = await AsyncStream.connect(
                     self.address, self.connect_timeout, self.ssl_context, self.server_hostname
                 )
+
+    # The seams where a client generated from one source (scripts/unasync.py) connects at a
+    # different time on each transport: an async constructor cannot await, so the async client
+    # connects on first use; the blocking one connects in its constructor (which then raises
+    # ConnectFailed) and never on use (a closed one raises ConnectionLost at its next send).
+
+    def connect_on_init(self) -> None:
+        """What a client's constructor calls: nothing here (see :meth:`connect_on_use`)."""
+
+    #: What a client calls before it uses the connection (``async with``, a call): :meth:`connect`.
+    connect_on_use = connect
 
     async def aclose(self) -> None:
         """Close the connection; tasks still waiting get ``ConnectionLost``."""
@@ -626,6 +640,14 @@ class Transport:
         self._stream = SyncStream.connect(
             self.address, self.connect_timeout, self.ssl_context, self.server_hostname
         )
+
+    #: What a client's constructor calls: :meth:`connect` (the seam of
+    #: :meth:`AsyncTransport.connect_on_init`).
+    connect_on_init = connect
+
+    def connect_on_use(self) -> None:
+        """What a client calls before it uses the connection: nothing here (it opened in the
+        constructor; a closed one raises ``ConnectionLost`` at the send)."""
 
     def close(self) -> None:
         """Close the connection (idempotent); what was waiting gets ``ConnectionLost``."""
