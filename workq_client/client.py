@@ -145,8 +145,10 @@ class Client(Commands[B]):
     def _ready(self) -> Transport:
         if self._closed:
             raise ConnectionLost("client is closed")
-        if self._transport.closed or self._session.broken is not None:
-            self._transport.close()
+        transport = self._transport
+        # Not connected: the last reconnect failed (ConnectFailed): this call tries again.
+        if transport.closed or not transport.connected or self._session.broken is not None:
+            transport.close()
             self._open()
         return self._transport
 
@@ -155,7 +157,7 @@ class Client(Commands[B]):
 
     def _call(self, command: Command, wait: float = 0.0) -> Reply:
         transport, session = self._transport, self._session
-        if self._closed or transport.closed:
+        if self._closed or transport.closed or not transport.connected:
             transport, session = self._ready(), self._session
         if session.busy_until:  # a blocking call was sent: what it may still hold back
             wait += session.held_back()

@@ -396,6 +396,23 @@ def test_server_restart_reconnects_on_the_next_call() -> None:
         client.inspect_server()
 
 
+def test_a_failed_reconnect_does_not_leave_the_client_stuck() -> None:
+    """While the server is away each call tries to reconnect (ConnectFailed); once it is back,
+    the next call is served, as the docstring promises (it raised ConnectionLost for ever)."""
+    port = free_port()
+    with run_server(port=port) as server:
+        client = Client(server.host, port, timeout=2)
+        client.add("r", b"")
+    with pytest.raises(ConnectionLost):
+        client.inspect_server()  # the connection it had is gone
+    for _ in range(2):
+        with pytest.raises(ConnectFailed):
+            client.inspect_server()  # nobody listens: each call tries again
+    with run_server(port=port):
+        assert client.inspect_server().active_clients == 1
+    client.close()
+
+
 def test_sync_and_async_clients_offer_the_same_methods() -> None:
     from workq_client import AsyncClient
 
