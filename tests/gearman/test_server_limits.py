@@ -97,11 +97,14 @@ def test_max_functions_bounds_every_connection_together() -> None:
         with socket.create_connection(server.address, timeout=10) as w1, \
                 socket.create_connection(server.address, timeout=10) as w2, \
                 socket.create_connection(server.address, timeout=10) as w3:
-            for i, sock in enumerate((w1, w2, w3)):
+            replies = []
+            for i, sock in enumerate((w1, w2, w3)):  # one after the other: the server serves
+                # connections by turns, so three sent at once would interleave their CAN_DOs
                 sock.sendall(raw_packets(*(pk.CanDo(b"f%d-%d" % (i, n)) for n in range(20)),
                                          pk.EchoReq(b"end")))
-            assert replies_until_echo(w1) == replies_until_echo(w2) == []
-            assert replies_until_echo(w3) == [full] * 10  # 40 known: 10 more fit
+                replies.append(replies_until_echo(sock))
+            assert replies[0] == replies[1] == []
+            assert replies[2] == [full] * 10  # 40 known: 10 more fit
             assert functions(server) == 50
             w3.sendall(raw_packets(pk.CanDo(b"f0-0"), pk.EchoReq(b"end")))  # a known one
             assert replies_until_echo(w3) == []
