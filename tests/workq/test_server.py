@@ -14,6 +14,7 @@ import anyio
 import pytest
 
 from jobwire.errors import ConnectionLost
+from tests.servers.sockets import recv_all, recv_at_least
 from workq_client import AsyncClient
 from workq_client.server import run_server, serve
 
@@ -22,23 +23,6 @@ from .helpers import tcp_server
 from .test_core import EXCHANGES
 
 TIME_RE = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
-
-
-def recv_exactly(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    return data
-
-
-def recv_until_closed(sock: socket.socket) -> bytes:
-    data = b""
-    while chunk := sock.recv(65536):
-        data += chunk
-    return data
 
 
 def inspect_job(sock: socket.socket, job_id: bytes) -> bytes:
@@ -54,7 +38,7 @@ def inspect_job(sock: socket.socket, job_id: bytes) -> bytes:
 
 def exchange(sock: socket.socket, send: bytes, expect_len: int) -> bytes:
     sock.sendall(send)
-    return recv_exactly(sock, expect_len)
+    return recv_at_least(sock, expect_len)
 
 
 def new_id() -> str:
@@ -70,7 +54,7 @@ def test_replays_the_transcript_byte_for_byte(fresh_workq_server: WorkqServer) -
             want = want.split(b"\r\n")[0] + b"\r\n"
         if want == b"<EOF>":
             sock.sendall(send)
-            assert recv_until_closed(sock) == b""
+            assert recv_all(sock) == b""
             continue
         got = exchange(sock, send, len(want))
         # Timestamps are the server's own (created, started); the rest is byte-identical.
@@ -99,12 +83,12 @@ def test_rejected_payload_commands_never_desync(workq_server: WorkqServer, qname
     too_big = 1_048_577
     sock.sendall(b"add %s %s 1000 1000 %d\r\n" % (new_id().encode(), qname.encode(), too_big)
                  + b"i" * too_big + b"\r\ninspect server\r\n")
-    reply = recv_exactly(sock, len(b"-CLIENT-ERROR Invalid payload size\r\n+OK 1\r\n"))
+    reply = recv_at_least(sock, len(b"-CLIENT-ERROR Invalid payload size\r\n+OK 1\r\n"))
     assert reply.startswith(b"-CLIENT-ERROR Invalid payload size\r\n+OK 1\r\n")
     sock.close()
     sock = workq_server.connect()
     sock.sendall(b"complete %s 5\r\nhello\r\ninspect server\r\n" % new_id().encode())
-    assert recv_exactly(sock, 20).startswith(b"-NOT-FOUND\r\n+OK 1\r\nse")
+    assert recv_at_least(sock, 20).startswith(b"-NOT-FOUND\r\n+OK 1\r\nse")
     sock.close()
 
 
@@ -135,7 +119,7 @@ def test_payload_commands_of_4097_or_8193_bytes_are_refused(
         if total in (4097, 8193):
             sock.sendall(command)
             text = b"Invalid result size" if verb == "fail" else b"Invalid payload size"
-            assert recv_until_closed(sock) == b"-CLIENT-ERROR %s\r\n" % text, total
+            assert recv_all(sock) == b"-CLIENT-ERROR %s\r\n" % text, total
             sock.close()
             sock = workq_server.connect()
             spaced = verb.encode() + b" " + command[len(verb):]
@@ -151,7 +135,7 @@ def test_garbage_does_not_crash_the_server(workq_server: WorkqServer) -> None:
         sock = workq_server.connect()
         sock.sendall(junk)
         sock.shutdown(socket.SHUT_WR)
-        recv_until_closed(sock)
+        recv_all(sock)
         sock.close()
     sock = workq_server.connect()
     assert exchange(sock, b"inspect server\r\n", 7).startswith(b"+OK 1\r\n")
@@ -167,7 +151,7 @@ def test_half_close_answers_a_waiting_lease_and_hands_it_no_job(
     sock.sendall(b"lease %s 60000\r\n" % qname.encode())
     time.sleep(0.1)
     sock.shutdown(socket.SHUT_WR)
-    assert recv_until_closed(sock) == b"-TIMEOUT\r\n"
+    assert recv_all(sock) == b"-TIMEOUT\r\n"
     other = workq_server.connect()
     job_id = new_id().encode()
     assert exchange(other, b"add %s %s 1000 60000 0\r\n\r\n" % (job_id, qname.encode()),
@@ -188,7 +172,7 @@ def test_blocking_commands_after_a_half_close_are_answered_at_once(
                  % (qname.encode(), job_id, job_id, qname.encode()))
     sock.shutdown(socket.SHUT_WR)
     # (the socket's 10 s timeout would fail this if the server waited out the 60 s)
-    assert recv_until_closed(sock) == b"-TIMEOUT\r\n-NOT-FOUND\r\n-TIMEOUT\r\n"
+    assert recv_all(sock) == b"-TIMEOUT\r\n-NOT-FOUND\r\n-TIMEOUT\r\n"
 
 
 def test_blocking_lease_is_answered_by_another_connection(
@@ -201,7 +185,7 @@ def test_blocking_lease_is_answered_by_another_connection(
     assert exchange(producer, b"add %s %s 1000 60000 4\r\na\r\nb\r\n" % (job_id, qname.encode()),
                     5) == b"+OK\r\n"
     want = b"+OK 1\r\n%s %s 1000 4\r\na\r\nb\r\n" % (job_id, qname.encode())
-    assert recv_exactly(worker, len(want)) == want
+    assert recv_at_least(worker, len(want)) == want
 
 
 @pytest.mark.bundled_workq(
@@ -218,7 +202,7 @@ def test_deleting_a_job_a_run_waits_on_keeps_the_server_up(
     time.sleep(0.1)
     assert exchange(admin, b"delete %s\r\n" % job_id, 5) == b"+OK\r\n"
     start = time.monotonic()
-    assert recv_exactly(runner, 10) == b"-TIMEOUT\r\n"
+    assert recv_at_least(runner, 10) == b"-TIMEOUT\r\n"
     assert time.monotonic() - start >= 0.3  # at the end of the wait, not at the delete
     assert exchange(runner, b"inspect server\r\n", 7).startswith(b"+OK 1\r\n")
     assert exchange(admin, b"inspect server\r\n", 7).startswith(b"+OK 1\r\n")
@@ -235,7 +219,7 @@ def test_deleting_a_job_a_result_waits_on_times_out_at_the_end_of_the_wait(
     time.sleep(0.1)
     assert exchange(admin, b"delete %s\r\n" % job_id, 5) == b"+OK\r\n"
     start = time.monotonic()
-    assert recv_exactly(waiter, 10) == b"-TIMEOUT\r\n"
+    assert recv_at_least(waiter, 10) == b"-TIMEOUT\r\n"
     assert time.monotonic() - start >= 0.3
 
 
@@ -252,8 +236,8 @@ def test_two_result_waits_one_gets_the_result_the_other_times_out(
     time.sleep(0.1)
     assert exchange(worker, b"complete %s 2\r\nok\r\n" % job_id, 5) == b"+OK\r\n"
     want = b"+OK 1\r\n%s 1 2\r\nok\r\n" % job_id
-    assert recv_exactly(first, len(want)) == want
-    assert recv_exactly(second, 10) == b"-TIMEOUT\r\n"
+    assert recv_at_least(first, len(want)) == want
+    assert recv_at_least(second, 10) == b"-TIMEOUT\r\n"
 
 
 def test_run_outlives_a_ttr_overrun_and_succeeds_with_the_late_complete(
@@ -268,7 +252,7 @@ def test_run_outlives_a_ttr_overrun_and_succeeds_with_the_late_complete(
     assert b"\r\nstate 3\r\n" in inspect_job(worker, job_id)  # PENDING
     assert exchange(worker, b"complete %s 4\r\nlate\r\n" % job_id, 5) == b"+OK\r\n"
     want = b"+OK 1\r\n%s 1 4\r\nlate\r\n" % job_id
-    assert recv_exactly(runner, len(want)) == want
+    assert recv_at_least(runner, len(want)) == want
     assert exchange(worker, b"result %s 0\r\n" % job_id, 12) == b"-NOT-FOUND\r\n"
 
 
@@ -332,7 +316,7 @@ def test_run_with_a_worker_over_sockets(workq_server: WorkqServer, qname: str) -
     assert leased.startswith(b"+OK 1\r\n%s %s 1000 2\r\nin\r\n" % (job_id, qname.encode()))
     assert exchange(worker, b"complete %s 3\r\nout\r\n" % job_id, 5) == b"+OK\r\n"
     want = b"+OK 1\r\n%s 1 3\r\nout\r\n" % job_id
-    assert recv_exactly(runner, len(want)) == want
+    assert recv_at_least(runner, len(want)) == want
 
 
 def test_commands_behind_a_blocking_one_wait_their_turn(
@@ -342,7 +326,7 @@ def test_commands_behind_a_blocking_one_wait_their_turn(
     sock.sendall(b"lease %s 200\r\ninspect queue %s\r\n" % (qname.encode(), qname.encode()))
     # (the lease created the queue, as on Workq 0.2.0)
     want = b"-TIMEOUT\r\n+OK 1\r\n%s 2\r\nready-len 0\r\nscheduled-len 0\r\n" % qname.encode()
-    assert recv_exactly(sock, len(want)) == want
+    assert recv_at_least(sock, len(want)) == want
 
 
 def test_cli_rejects_a_bad_listen_flag() -> None:
@@ -367,7 +351,7 @@ def test_sigterm_stops_the_server_cleanly() -> None:
     time.sleep(0.1)
     server.stop()
     assert server.proc.returncode == 0
-    assert recv_until_closed(sock) == b""
+    assert recv_all(sock) == b""
 
 
 def test_run_server_in_process() -> None:
@@ -375,7 +359,7 @@ def test_run_server_in_process() -> None:
         assert server.url.startswith("workq://127.0.0.1:")
         with socket.create_connection((server.host, server.port), timeout=5) as sock:
             sock.sendall(b"inspect queues 0 10\r\n")
-            assert recv_exactly(sock, 7) == b"+OK 0\r\n"
+            assert recv_at_least(sock, 7) == b"+OK 0\r\n"
 
 
 @pytest.mark.anyio
