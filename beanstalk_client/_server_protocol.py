@@ -335,10 +335,17 @@ class ServerConnection:
         self.max_job_size = max_job_size
 
     def receive_data(self, data: bytes) -> None:
-        """Feed bytes read from the client; ``b""`` means the client closed (or half-closed)."""
+        """Feed bytes read from the client; ``b""`` means the client closed (or half-closed).
+
+        Raises:
+            LocalProtocolError: bytes fed after ``b""`` (the rule of every core: the caller is
+                out of step); nothing is fed.
+        """
         if not data:
             self._eof = True
             return
+        if self._eof:
+            raise LocalProtocolError("receive_data after EOF")
         if type(data) is not bytes:
             data = bytes(data)
         if self._wanted:

@@ -385,8 +385,15 @@ class AdminConnection:
         return data
 
     def receive_data(self, data: bytes) -> None:
-        """Feed bytes; ``b""`` means the server closed the connection."""
+        """Feed bytes; ``b""`` means the server closed the connection.
+
+        Raises:
+            LocalProtocolError: bytes fed after ``b""`` (the rule of every core: the caller is
+                out of step); nothing is fed.
+        """
         if data:
+            if self._eof:
+                raise LocalProtocolError("receive_data after EOF")
             self._buf.feed(data)
         else:
             self._eof = True

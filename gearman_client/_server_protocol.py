@@ -57,8 +57,15 @@ class ServerConnection:
         self._error: RemoteProtocolError | None = None
 
     def receive_data(self, data: bytes) -> None:
-        """Feed bytes from the client; ``b""`` means it closed its side."""
+        """Feed bytes from the client; ``b""`` means it closed its side.
+
+        Raises:
+            LocalProtocolError: bytes fed after ``b""`` (the rule of every core: the caller is
+                out of step); nothing is fed.
+        """
         if data:
+            if self._eof:
+                raise LocalProtocolError("receive_data after EOF")
             self._decoder.feed(data)
         else:
             self._eof = True

@@ -35,6 +35,7 @@ from collections.abc import Callable
 
 from jobwire._buffer import LineTooLong, ReceiveBuffer
 from jobwire._record import record
+from jobwire.errors import LocalProtocolError
 
 from ._commands import (
     MAX_PAYLOAD,
@@ -126,8 +127,15 @@ class ServerConnection:
         self._payload_cmd: tuple[bytes, list[bytes], dict[bytes, bytes], int, bool] | None = None
 
     def receive_data(self, data: bytes) -> None:
-        """Feed bytes read from the client; ``b""`` means the client closed (or half-closed)."""
+        """Feed bytes read from the client; ``b""`` means the client closed (or half-closed).
+
+        Raises:
+            LocalProtocolError: bytes fed after ``b""`` (the rule of every core: the caller is
+                out of step); nothing is fed.
+        """
         if data:
+            if self._eof:
+                raise LocalProtocolError("receive_data after EOF")
             if not self._closed:
                 self._buffer.feed(data)
         else:
