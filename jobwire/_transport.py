@@ -28,6 +28,7 @@ import itertools
 import math
 import time
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from types import EllipsisType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -231,6 +232,19 @@ class AsyncTransport:
 
     #: What a client calls before it uses the connection (``async with``, a call): :meth:`connect`.
     connect_on_use = connect
+
+    @staticmethod
+    def client_lock() -> anyio.Lock:
+        """A lock for a client's steps that span its connections (opening a new one when the
+        last one ended): tasks take turns. The blocking twin's does nothing."""
+        return anyio.Lock()
+
+    async def close_abandoned(self) -> None:
+        """What a client calls when a caller gives up (cancelled, or its limit ran out) on a
+        request the server may hold back, which would hold every request behind it: close the
+        connection, shielded from the caller's cancellation. The blocking twin does nothing."""
+        with anyio.CancelScope(shield=True):
+            await self.aclose()
 
     async def aclose(self) -> None:
         """Close the connection; tasks still waiting get ``ConnectionLost``."""
@@ -648,6 +662,15 @@ class Transport:
     def connect_on_use(self) -> None:
         """What a client calls before it uses the connection: nothing here (it opened in the
         constructor; a closed one raises ``ConnectionLost`` at the send)."""
+
+    @staticmethod
+    def client_lock() -> AbstractContextManager[None]:
+        """:meth:`AsyncTransport.client_lock`'s twin: nothing to lock (one thread at a time)."""
+        return nullcontext()
+
+    def close_abandoned(self) -> None:
+        """:meth:`AsyncTransport.close_abandoned`'s twin: nothing. A wait that runs out has
+        closed the connection already; after an interrupt (Ctrl-C) it is left as it is."""
 
     def close(self) -> None:
         """Close the connection (idempotent); what was waiting gets ``ConnectionLost``."""

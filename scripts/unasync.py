@@ -81,6 +81,41 @@ TEXT: dict[str, list[tuple[str, str]]] = {
             "Close the connection (what ``quit`` does); the server releases the jobs it held.",
         ),
     ],
+    "workq_client/_client_async.py": [
+        (
+            "An async connection to a Workq server.\n\n"
+            '    ``async with AsyncClient("127.0.0.1", 9922) as client:`` connects and closes;'
+            " without the\n    context manager, the first call connects.",
+            "A blocking connection to a Workq server, opened by the constructor.",
+        ),
+        (
+            "raises ``OperationTimeout``; the late reply is dropped.",
+            "raises ``OperationTimeout`` and closes the connection (the next call reopens it).",
+        ),
+        (
+            "(TypeError); nothing is sent.\n",
+            "(TypeError).\n"
+            "        ConnectFailed: the server cannot be reached.\n"
+            "        TLSError: the TLS handshake failed or the server's certificate was refused.\n",
+        ),
+        (
+            "Build a client from ``workq://host[:port]``;",
+            "Connect to ``workq://host[:port]``;",
+        ),
+        (
+            "InvalidAddress: the URL is not of that form.\n",
+            "InvalidAddress: the URL is not of that form.\n"
+            "            ConnectFailed: the server cannot be reached.\n"
+            "            TLSError: the TLS handshake failed or the certificate was refused.\n",
+        ),
+        (
+            "Close the connection; calls still waiting get ``ConnectionLost``.\n\n"
+            "        A job that reached this client for a lease whose caller gave up, and that no"
+            " later\n        ``lease`` call took, stays leased until its TTR runs out: it is"
+            " logged (a warning).\n        ",
+            "Close the connection (idempotent).",
+        ),
+    ],
 }
 
 ASYNC_ONLY, END = "# unasync: async-only", "# unasync: end"

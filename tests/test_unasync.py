@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import subprocess
 import sys
@@ -22,13 +23,15 @@ def test_sync_api_is_generated_from_async() -> None:
     assert result.returncode == 0, result.stderr
 
 
-def test_sync_and_async_clients_offer_the_same_methods() -> None:
-    from beanstalk_client import AsyncClient, Client
+@pytest.mark.parametrize("package", ["beanstalk_client", "workq_client"])
+def test_sync_and_async_clients_offer_the_same_methods(package: str) -> None:
+    module = importlib.import_module(package)
 
     def public(cls: type) -> set[str]:
         return {name for name in dir(cls) if not name.startswith("_")}
 
-    assert public(Client) - {"close"} == public(AsyncClient) - {"aclose", "connect"}
+    assert (public(module.Client) - {"close"}
+            == public(module.AsyncClient) - {"aclose", "connect"})
 
 
 def _unasync() -> ModuleType:
