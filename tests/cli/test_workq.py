@@ -257,9 +257,17 @@ def test_inspect_queue_and_queues(url: str, client: Client, q: str) -> None:
     assert json.loads(ok(workq(url, "inspect", "queue", q, "--json"))) == {
         "name": q, "ready": 2, "scheduled": 1}
     assert re.search(r"ready\s+2\b", ok(workq(url, "inspect", "queue", q)))
-    rows = json.loads(ok(workq(url, "inspect", "queues", "--json")))
+    # The session's server holds every other test's queues too: page (100 a page) to ours.
+    cursor, rows = 0, []
+    while page := json.loads(ok(workq(url, "inspect", "queues", "--cursor", str(cursor),
+                                      "--json"))):
+        if any(row["name"] == q for row in page):
+            rows = page
+            break
+        cursor += len(page)
     assert {"name": q, "ready": 2, "scheduled": 1} in rows
-    assert re.search(rf"{q}\s*│\s*2\s*│\s*1\s*│", ok(workq(url, "inspect", "queues")))
+    assert re.search(rf"{q}\s*│\s*2\s*│\s*1\s*│",
+                     ok(workq(url, "inspect", "queues", "--cursor", str(cursor))))
 
 
 def test_inspect_server(url: str) -> None:
