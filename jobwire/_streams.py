@@ -570,11 +570,7 @@ class SyncTLSStream(SyncStream):
             SyncStream.send(self, out, left())
 
     def _step(self) -> bool:
-        try:
-            return self._tls.handshake()
-        except TLSError:
-            _send_alert(self._sock, self._tls)
-            raise
+        return _handshake_step(self._sock, self._tls)
 
     def receive(self, timeout: float | None) -> bytes:
         tls = self._tls
@@ -631,11 +627,7 @@ class AsyncTLSStream(AsyncStream):
         await self._push(tls.data_to_send())
 
     def _step(self) -> bool:
-        try:
-            return self._tls.handshake()
-        except TLSError:
-            _send_alert(self._sock, self._tls)
-            raise
+        return _handshake_step(self._sock, self._tls)
 
     async def _push(self, ciphertext: bytes) -> None:
         self._out += ciphertext
@@ -698,6 +690,20 @@ def _alert_received(sock: socket.socket, tls: _TLS) -> TLSError | None:
     except ConnectionLost:
         pass
     return None
+
+
+def _handshake_step(sock: socket.socket, tls: _TLS) -> bool:
+    """One step of a TLS handshake (True when it is done); a refusal sends its alert first.
+    Both TLS streams' step, written once.
+
+    Raises:
+        TLSError: the handshake failed.
+    """
+    try:
+        return tls.handshake()
+    except TLSError:
+        _send_alert(sock, tls)
+        raise
 
 
 def _send_alert(sock: socket.socket, tls: _TLS) -> None:

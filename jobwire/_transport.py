@@ -154,6 +154,21 @@ def _failed(name: str, error: JobwireError) -> Pending[Any]:
     return pending
 
 
+def _read_early(session: SessionLike, stream: AsyncStream | SyncStream) -> bool:
+    """Before the first send since the session was idle: hand what arrived meanwhile to the
+    session as bytes that answer none of the requests now queued (``receive_early``: a reply
+    there is a ``RemoteProtocolError``). True when the session failed. (With TLS nothing is
+    read here: the next read gets the bytes.) Both transports' rule, written once."""
+    try:
+        data = stream.receive_nowait()
+    except JobwireError as exc:
+        session.fail(exc)
+        return True
+    if data is not None:
+        session.receive_early(data)
+    return session.broken is not None
+
+
 class AsyncTransport:
     """One connection shared by many tasks.
 
@@ -316,19 +331,9 @@ class AsyncTransport:
             await self._drop_stream()
 
     def _read_early(self, stream: AsyncStream) -> bool:
-        """Before the first send since the session was idle: hand what arrived meanwhile to
-        the session as bytes that answer none of the requests now queued
-        (``FifoSession.receive_early``: a reply there is a ``RemoteProtocolError``). True when
-        the session failed. (With TLS nothing is read here: the next read gets the bytes.)"""
+        """See :func:`_read_early`."""
         self._quiet = False
-        try:
-            data = stream.receive_nowait()
-        except JobwireError as exc:
-            self.session.fail(exc)
-            return True
-        if data is not None:
-            self.session.receive_early(data)
-        return self.session.broken is not None
+        return _read_early(self.session, stream)
 
     async def wait(self, pending: Pending[R], limit: float | None) -> R:
         """Wait for ``pending`` and return its reply (or raise its error).
@@ -815,16 +820,9 @@ class Transport:
         return cast("list[P]", state.result(unsent, stop, waited))
 
     def _read_early(self, stream: SyncStream) -> bool:
-        """:meth:`AsyncTransport._read_early`'s twin."""
+        """See :func:`_read_early`."""
         self._quiet = False
-        try:
-            data = stream.receive_nowait()
-        except JobwireError as exc:
-            self.session.fail(exc)
-            return True
-        if data is not None:
-            self.session.receive_early(data)
-        return self.session.broken is not None
+        return _read_early(self.session, stream)
 
     def _usable(self) -> SyncStream:
         stream = self._stream
