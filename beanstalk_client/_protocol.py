@@ -180,16 +180,18 @@ class Connection(InOrderClientCore):
             self._pending.append(command)
         return data
 
-    def receive_inserted(self, data: bytes) -> list[int] | None:
-        """``receive_data(data)`` and the ``next_event()`` calls after it, for the commonest
-        read of pipelined puts in one step: when ``data`` is nothing but whole
-        ``INSERTED <id>`` lines, nothing else is buffered and every command they answer is a
-        put, those puts are answered and the ids returned, in order (``next_event()`` would
-        have returned ``Inserted(id)`` for each, then ``NEED_DATA``). Otherwise nothing
-        happens and it returns None: feed ``data`` to :meth:`receive_data` instead.
+    def receive_batch(self, data: bytes) -> list[Inserted] | None:
+        """:meth:`receive_data` and the :meth:`next_event` calls after it in one step (the
+        session's batch hook, ``jobwire._core.InOrderClientCore.receive_batch``) for the
+        commonest read of pipelined puts: when ``data`` is two or more whole ``INSERTED <id>``
+        lines and nothing else, nothing else is buffered and every command they answer is a
+        put, those puts are answered and their ``Inserted`` events returned in order.
+        Otherwise nothing happens and it returns None (a lone line costs less the usual way).
         """
         if (
-            self._state is not _OPEN
+            data[:9] != b"INSERTED "
+            or data.count(b"\n", 0, 64) < 2
+            or self._state is not _OPEN
             or self._buffer
             or self._step is not _LINE
             or self._eof
@@ -206,7 +208,7 @@ class Connection(InOrderClientCore):
                 return None
         for _ in range(count):
             pending.popleft()
-        return [int(job_id) for job_id in ids]
+        return [Inserted(int(job_id)) for job_id in ids]
 
     def _closed(self) -> ConnectionClosed:
         self._state = ConnectionState.CLOSED

@@ -50,7 +50,6 @@ from ._events import (
     ConnectionClosed,
     ErrorCode,
     ErrorReply,
-    Inserted,
     Ok,
     Reply,
     Reserved,
@@ -120,24 +119,6 @@ class Session(FifoSession["Pending[Reply]"]):
             self._out += data
         self._fifo.append(pending)
         return pending
-
-    def receive_data(self, data: bytes) -> None:
-        """Feed bytes from the socket; complete every Pending they answer (as
-        :meth:`FifoSession.receive_data`, with a read of several INSERTED lines answering
-        puts parsed in one step: ``Connection.receive_inserted``; a lone line goes the usual
-        way, which costs less for one)."""
-        if (
-            data[:9] == b"INSERTED "
-            and data.count(b"\n", 0, 64) > 1
-            and not self._deferred
-            and self.broken is None
-        ):
-            ids = self.conn.receive_inserted(data)
-            if ids is not None:
-                for job_id in ids:
-                    self.dispatch(Inserted(job_id))
-                return
-        FifoSession.receive_data(self, data)  # (no super(): this runs on every read)
 
     def dispatch(self, event: Reply) -> None:
         """Complete the oldest Pending with ``event``: its reply, or a typed error; or, for a

@@ -384,6 +384,11 @@ class AdminConnection:
         self._waiting.append(command)
         return data
 
+    def receive_batch(self, data: bytes) -> None:
+        """The session's batch hook (``jobwire._core.InOrderClientCore.receive_batch``): this
+        core has no one-step read, so nothing is fed and the bytes go to :meth:`receive_data`."""
+        return None
+
     def receive_data(self, data: bytes) -> None:
         """Feed bytes; ``b""`` means the server closed the connection.
 

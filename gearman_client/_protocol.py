@@ -178,6 +178,11 @@ class Connection:
             self._waiting.append(packet)
         return data
 
+    def receive_batch(self, data: bytes) -> None:
+        """The session's batch hook (``jobwire._core.InOrderClientCore.receive_batch``): this
+        core has no one-step read, so nothing is fed and the bytes go to :meth:`receive_data`."""
+        return None
+
     def receive_data(self, data: bytes) -> None:
         """Feed bytes from the server; ``b""`` means the server closed the connection.
 

@@ -78,6 +78,19 @@ class InOrderClientCore:
         else:
             self._eof = True
 
+    def receive_batch(self, data: bytes) -> list[Any] | None:
+        """:meth:`receive_data` and the :meth:`next_event` calls after it in one step, for the
+        protocol's commonest read of pipelined replies: the events (``NEED_DATA`` not
+        included), or ``None`` when ``data`` is not such a read, and then nothing was fed.
+
+        The session calls it before :meth:`receive_data` on every read (the one batch hook,
+        ``jobwire._session.FifoSession.receive_data``). This default knows no such read; a core
+        whose benchmark shows one pays overrides it (beanstalk: ``INSERTED`` lines answering
+        puts; Workq: ``+OK`` lines), with a property test holding it to the event-by-event
+        parse.
+        """
+        return None
+
     def next_event(self) -> Any:
         """Return the next complete reply, :data:`NEED_DATA`, or the protocol's
         ``ConnectionClosed``.

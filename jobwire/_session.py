@@ -104,8 +104,8 @@ class FifoSession(Generic[P]):
         self._out.clear()
         return data
 
-    #: The protocol's client-role core: ``receive_data(bytes)``, ``next_event()`` (subclasses
-    #: set it in ``__init__``).
+    #: The protocol's client-role core: ``receive_batch(bytes)``, ``receive_data(bytes)``,
+    #: ``next_event()`` (subclasses set it in ``__init__``).
     conn: Any
     #: The core's event for "the peer closed" (with ``pending`` and ``partial``, maybe
     #: ``reason``).
@@ -121,6 +121,12 @@ class FifoSession(Generic[P]):
         if self.broken is not None:
             return
         conn = self.conn
+        batch = conn.receive_batch(data)
+        if batch is not None:  # the core's one-step read of pipelined replies
+            dispatch = self.dispatch
+            for event in batch:
+                dispatch(event)
+            return
         conn.receive_data(data)
         while True:
             try:

@@ -140,19 +140,19 @@ class Connection(InOrderClientCore):
         self._pending.append(command)
         return data
 
-    def receive_oks(self, data: bytes) -> int:
-        """``receive_data(data)`` and the ``next_event()`` calls after it, for the commonest
-        replies in one step: when ``data`` is nothing but whole ``+OK`` lines, nothing else is
+    def receive_batch(self, data: bytes) -> list[Reply] | None:
+        """:meth:`receive_data` and the :meth:`next_event` calls after it in one step (the
+        session's batch hook, ``jobwire._core.InOrderClientCore.receive_batch``) for the
+        commonest replies: when ``data`` is nothing but whole ``+OK`` lines, nothing else is
         buffered and every command they answer expects a bare ``+OK``, those commands are
-        answered and their number is returned (``next_event()`` would have returned :data:`OK`
-        that many times, then ``NEED_DATA``). Otherwise nothing happens and it returns 0: feed
-        ``data`` to :meth:`receive_data` instead.
+        answered and :data:`OK` is returned once for each. Otherwise nothing happens and it
+        returns None.
         """
         pending = self._pending
         if data == _OK_LINE:
             count = 1
             if not pending or pending[0].shape is not Shape.OK:
-                return 0
+                return None
         else:
             count = len(data) // 5
             if (
@@ -161,20 +161,20 @@ class Connection(InOrderClientCore):
                 or len(pending) < count
                 or data.count(_OK_LINE) != count  # then the lines tile ``data``
             ):
-                return 0
+                return None
             for command in itertools.islice(pending, count):
                 if command.shape is not Shape.OK:
-                    return 0
+                    return None
         if (
             self._step is not _Step.START
             or self._state is not ConnectionState.OPEN
             or self._eof
             or self._buffer
         ):
-            return 0
+            return None
         for _ in range(count):
             pending.popleft()
-        return count
+        return [OK] * count
 
     def _closed(self) -> ConnectionClosed:
         self._state = ConnectionState.CLOSED

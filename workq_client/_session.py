@@ -38,7 +38,7 @@ from jobwire._session import FifoSession
 from jobwire.errors import JobwireError
 
 from ._commands import MIN_LEASE_WAIT_MS, Command, Lease, Run
-from ._events import OK, ConnectionClosed, ErrorReply, Leased, Reply
+from ._events import ConnectionClosed, ErrorReply, Leased, Reply
 from ._protocol import MAX_FIELDS, MAX_RECORD_SIZE, Connection
 from .errors import TimedOut, error_for
 
@@ -245,19 +245,6 @@ class WorkqSession(FifoSession[Pending[Reply]]):
             self.desk.done_waiting(claim)
             if not claim.done:
                 claim.reject(type(error)(str(error)))
-
-    def receive_data(self, data: bytes) -> None:
-        """Feed bytes from the socket (``b""`` at EOF); complete every Pending they answer.
-
-        Bare ``+OK`` replies (add, complete, fail, delete) take a short path through the core
-        (``Connection.receive_oks``); anything else is parsed event by event."""
-        count = self.conn.receive_oks(data) if self.broken is None else 0
-        if not count:
-            super().receive_data(data)
-            return
-        popleft = self._fifo.popleft
-        for _ in range(count):
-            popleft().resolve(OK)
 
     def dispatch(self, event: Reply) -> None:
         """Complete the oldest Pending with ``event``: its reply, or a typed error."""

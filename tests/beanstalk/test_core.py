@@ -66,7 +66,6 @@ from beanstalk_client._events import (
 )
 from beanstalk_client._protocol import Connection, ConnectionState
 from beanstalk_client._session import Session
-from jobwire._session import FifoSession
 from jobwire.errors import LocalProtocolError, RemoteProtocolError
 from tests.conftest import BEANSTALKD_TRANSCRIPT, fewer_examples
 
@@ -968,14 +967,20 @@ _INSERTED_LINES = st.one_of(
 )
 
 
+class _LineByLine(Connection):
+    """The core without its one-step read: every reply goes through the line parser."""
+
+    def receive_batch(self, data: bytes) -> None:
+        return None
+
+
 def _outcomes(data: bytes, commands: list[Any], fast: bool) -> tuple[list[Any], str | None]:
     session = Session()
+    if not fast:
+        session.conn = _LineByLine()
     pendings = [session.submit(command) for command in commands]
     session.data_to_send()
-    if fast:
-        session.receive_data(data)
-    else:
-        FifoSession.receive_data(session, data)
+    session.receive_data(data)
     return (
         [(p.done, p.reply, type(p.error).__name__ if p.error else None) for p in pendings],
         None if session.broken is None else type(session.broken).__name__,
@@ -1001,10 +1006,11 @@ def test_a_read_of_whole_inserted_lines_answering_puts_takes_the_one_step_path()
     conn = Connection()
     for _ in range(3):
         conn.send(Put(b"x"))
-    assert conn.receive_inserted(b"INSERTED 7\r\nINSERTED 008\r\nINSERTED 9\r\n") == [7, 8, 9]
+    assert conn.receive_batch(b"INSERTED 7\r\nINSERTED 008\r\nINSERTED 9\r\n") == [
+        Inserted(7), Inserted(8), Inserted(9)]
     assert conn.next_event() is NEED_DATA
     conn.send(Put(b"x"))
     conn.send(Delete(1))  # not a put: the line parser decides
-    assert conn.receive_inserted(b"INSERTED 1\r\nINSERTED 2\r\n") is None
+    assert conn.receive_batch(b"INSERTED 1\r\nINSERTED 2\r\n") is None
     conn.receive_data(b"INSERTED 1\r\nDELETED\r\n")
     assert conn.next_event() == Inserted(1)

@@ -733,26 +733,26 @@ def test_runs_of_ok_replies_take_the_short_path_only_when_they_answer_oks() -> N
     conn = Connection()
     for _ in range(3):
         conn.send(Add("a", b"", 1, 1))
-    assert conn.receive_oks(b"+OK\r\n" * 3) == 3
+    assert conn.receive_batch(b"+OK\r\n" * 3) == [OK, OK, OK]
     assert conn.pending == 0 and conn.next_event() is NEED_DATA
     # Not a run of whole OK lines, more OKs than commands, a partial line buffered: no.
     conn.send(Add("a", b"", 1, 1))
     for data in [b"+OK\r\n+OK\r\n", b"+OK\r\n+OK", b"+OK\n", b"-NOT-FOUND\r\n", b"",
                  b"+OK 1\r\n"]:
-        assert conn.receive_oks(data) == 0
+        assert conn.receive_batch(data) is None
     conn.receive_data(b"+O")
-    assert conn.receive_oks(b"K\r\n") == 0
+    assert conn.receive_batch(b"K\r\n") is None
     conn.receive_data(b"K\r\n")
     assert drain(conn) == [OK]
     # A bare OK cannot answer a lease: the short path leaves it to the parser, which refuses.
     conn.send(Add("a", b"", 1, 1))
     conn.send(Lease(("a",), 0))
-    assert conn.receive_oks(b"+OK\r\n+OK\r\n") == 0
+    assert conn.receive_batch(b"+OK\r\n+OK\r\n") is None
     conn.receive_data(b"+OK\r\n+OK\r\n")
     assert conn.next_event() == OK
     with pytest.raises(RemoteProtocolError, match="cannot answer"):
         conn.next_event()
-    assert conn.receive_oks(b"+OK\r\n") == 0  # poisoned
+    assert conn.receive_batch(b"+OK\r\n") is None  # poisoned
 
 
 def test_no_ok_short_path_once_the_connection_is_out_of_step() -> None:
@@ -761,7 +761,7 @@ def test_no_ok_short_path_once_the_connection_is_out_of_step() -> None:
     conn.send(Add("a", b"", 1, 1))
     conn.receive_data(b"-CLIENT-ERROR Invalid payload size\r\n")
     assert conn.next_event() == ErrorReply(ErrorKind.CLIENT_ERROR, "Invalid payload size")
-    assert conn.receive_oks(b"+OK\r\n") == 0
+    assert conn.receive_batch(b"+OK\r\n") is None
     assert isinstance(conn.next_event(), ConnectionClosed)
 
 
