@@ -106,36 +106,7 @@ if TYPE_CHECKING:
     )
     from .worker import AsyncWorker, RetryPolicy, Worker, WorkerStats
 
-__getattr__, __dir__ = lazy_exports(__name__, {
-    "jobwire.errors": [
-        "ConnectFailed", "ConnectionLost", "JobwireError", "LocalProtocolError",
-        "OperationTimeout", "ProtocolError", "RemoteProtocolError",
-    ],
-    "._commands": [
-        "DEFAULT_PRIORITY", "DEFAULT_TTR", "Bury", "Command", "Delete", "Ignore", "Kick",
-        "KickJob", "ListTubes", "ListTubesWatched", "ListTubeUsed", "PauseTube", "Peek",
-        "PeekBuried", "PeekDelayed", "PeekReady", "Put", "Quit", "Release", "Reserve",
-        "ReserveJob", "ReserveWithTimeout", "Stats", "StatsJob", "StatsTube", "Touch", "Use",
-        "Watch", "validate_tube",
-    ],
-    "._events": [
-        "NEED_DATA", "BuriedReply", "ConnectionClosed", "Deleted", "ErrorCode", "ErrorReply",
-        "Event", "Found", "Inserted", "Kicked", "NeedData", "Ok", "Paused", "Released", "Reply",
-        "Reserved", "Touched", "Using", "Watching",
-    ],
-    "._job": ["Job", "JobRef"],
-    "._protocol": ["Connection", "ConnectionState"],
-    "._server_protocol": ["BadRequest", "ServerConnection"],
-    "._stats": ["JobStats", "ServerStats", "TubeStats", "parse_tube_stats"],
-    ".aio": ["AsyncClient"],
-    ".client": ["Client"],
-    ".errors": [
-        "BadFormat", "BeanstalkError", "BulkError", "Buried", "DeadlineSoon", "Draining",
-        "ExpectedCRLF", "InternalError", "JobTooBig", "NotFound", "NotIgnored", "OutOfMemory",
-        "TimedOut", "UnknownCommand",
-    ],
-    ".worker": ["AsyncWorker", "RetryPolicy", "Worker", "WorkerStats"],
-})
+__getattr__, __dir__ = lazy_exports(__name__)
 
 __all__ = [
     # clients

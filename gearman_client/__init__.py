@@ -19,6 +19,10 @@ from jobwire._version import __version__ as __version__
 if TYPE_CHECKING:
     from ._admin import FunctionStatus, JobInfo, PriorityStatus, WorkerInfo
     from ._api_async import DEFAULT_PORT, JobStatus
+
+    # WorkData, WorkStatus, WorkWarning: what a foreground job's updates are
+    # (AsyncClient.start, submit(on_update=...)); check_name, check_unique: what submit checks
+    # a function name and a unique id against.
     from ._packets import (
         DEFAULT_MAX_BODY_SIZE,
         PacketType,
@@ -42,23 +46,7 @@ if TYPE_CHECKING:
     )
     from .worker import Job, Worker, WorkerStats
 
-__getattr__, __dir__ = lazy_exports(__name__, {
-    "._admin": ["FunctionStatus", "JobInfo", "PriorityStatus", "WorkerInfo"],
-    "._api_async": ["DEFAULT_PORT", "JobStatus"],
-    # What a foreground job's updates are (AsyncClient.start, submit(on_update=...)).
-    # check_name, check_unique: what submit checks a function name and a unique id against.
-    "._packets": [
-        "DEFAULT_MAX_BODY_SIZE", "PacketType", "Priority", "WorkData", "WorkStatus", "WorkWarning",
-        "check_name", "check_unique",
-    ],
-    "._protocol": ["Connection"],
-    ".aio": ["AsyncAdmin", "AsyncClient", "AsyncJob", "AsyncWorker"],
-    ".client": ["Admin", "Client"],
-    ".errors": [
-        "BulkSubmitError", "GearmanError", "JobException", "JobFailed", "QueueFull", "ServerError",
-    ],
-    ".worker": ["Job", "Worker", "WorkerStats"],
-})
+__getattr__, __dir__ = lazy_exports(__name__)
 
 __all__ = [
     "DEFAULT_MAX_BODY_SIZE",

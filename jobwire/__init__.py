@@ -47,19 +47,7 @@ if TYPE_CHECKING:
     )
     from .serializers import DeserializationError, SerializationError
 
-__getattr__, __dir__ = lazy_exports(__name__, {
-    "._backoff": ["Backoff"],
-    "._url": [
-        "Address", "AddressLike", "TCPAddress", "UnixAddress", "parse_url", "resolve_address",
-        "resolve_addresses",
-    ],
-    ".errors": [
-        "BulkError", "ConnectFailed", "ConnectionLost", "InvalidAddress",
-        "JobwireConnectionError", "JobwireError", "LocalProtocolError", "NotSent",
-        "OperationTimeout", "ProtocolError", "RemoteProtocolError", "TLSError",
-    ],
-    ".serializers": ["DeserializationError", "SerializationError"],
-})
+__getattr__, __dir__ = lazy_exports(__name__)
 
 __all__ = [
     "Address",

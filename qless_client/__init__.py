@@ -107,20 +107,4 @@ __all__ = [
     "parse_redis_address",
 ]
 
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {
-        "._redis": ["AsyncRedis", "Redis", "RedisOptions", "parse_redis_address"],
-        "._resp": ["NEED_DATA", "Attribute", "Connection", "ConnectionClosed", "ErrorReply",
-                   "Push", "Reply", "Verbatim", "encode_command"],
-        "._client_async": ["AsyncClient", "AsyncJob", "AsyncJobs", "AsyncQueue", "AsyncQueues",
-                           "AsyncRecurringJob", "AsyncWorkers", "default_worker_name",
-                           "new_jid"],
-        "._client_sync": ["Client", "Job", "Jobs", "Queue", "Queues", "RecurringJob",
-                          "Workers"],
-        ".errors": ["AuthenticationError", "BulkError", "HasDependents", "JobNotFound",
-                    "LostLock", "QlessError", "RedisError", "ScriptError",
-                    "WrongQueue", "WrongState"],
-        ".worker": ["AsyncWorker", "Next", "RetryPolicy", "Worker", "WorkerStats"],
-    },
-)
+__getattr__, __dir__ = lazy_exports(__name__)

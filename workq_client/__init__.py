@@ -89,33 +89,7 @@ if TYPE_CHECKING:
     )
     from .worker import AsyncWorker, JobContext, LateResult, Worker, WorkerStats
 
-__getattr__, __dir__ = lazy_exports(__name__, {
-    "jobwire.errors": [
-        "ConnectFailed", "ConnectionLost", "JobwireError", "LocalProtocolError", "NotSent",
-        "OperationTimeout", "ProtocolError", "RemoteProtocolError",
-    ],
-    "._api_async": ["DEFAULT_TTL", "DEFAULT_TTR"],
-    "._commands": [
-        "I32_MAX", "I32_MIN", "MAX_ATTEMPTS", "MAX_PAYLOAD", "MAX_TTL_MS", "MAX_TTR_MS", "Add",
-        "Command", "Complete", "Delete", "Fail", "InspectJob", "InspectJobs", "InspectQueue",
-        "InspectQueues", "InspectScheduledJobs", "InspectServer", "InvalidArgument", "Lease",
-        "Result", "Run", "Schedule", "Shape", "validate_id", "validate_name",
-    ],
-    "._events": [
-        "NEED_DATA", "ConnectionClosed", "ErrorKind", "ErrorReply", "Event", "InspectReply",
-        "JobResult", "Leased", "NeedData", "Ok", "Record", "Reply",
-    ],
-    "._protocol": ["Connection", "ConnectionState"],
-    "._records": ["JobInfo", "JobResultRecord", "JobState", "LeasedJob", "QueueInfo", "ServerInfo"],
-    "._server_protocol": ["BadRequest", "ServerConnection"],
-    ".aio": ["AsyncClient"],
-    ".client": ["Client"],
-    ".errors": [
-        "BulkError", "ClientError", "DuplicateJob", "NotFound", "ServerError", "TimedOut",
-        "WorkqError",
-    ],
-    ".worker": ["AsyncWorker", "JobContext", "LateResult", "Worker", "WorkerStats"],
-})
+__getattr__, __dir__ = lazy_exports(__name__)
 
 __all__ = [
     "DEFAULT_TTL",

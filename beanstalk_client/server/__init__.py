@@ -26,6 +26,6 @@ MAX_JOB_SIZE_LIMIT = 1 << 30
 if TYPE_CHECKING:
     from ._serve import Server, run_server, serve
 
-__getattr__, __dir__ = lazy_exports(__name__, {"._serve": ["Server", "run_server", "serve"]})
+__getattr__, __dir__ = lazy_exports(__name__)
 
 __all__ = ["MAX_JOB_SIZE_LIMIT", "Server", "run_server", "serve"]

@@ -23,6 +23,6 @@ from jobwire._lazy import lazy_exports
 if TYPE_CHECKING:
     from ._serve import Server, run_server, serve
 
-__getattr__, __dir__ = lazy_exports(__name__, {"._serve": ["Server", "run_server", "serve"]})
+__getattr__, __dir__ = lazy_exports(__name__)
 
 __all__ = ["Server", "run_server", "serve"]

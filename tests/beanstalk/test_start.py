@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from jobwire._lazy import type_checking_imports
 
 _LISTEN_PROBE = """
 import os, runpy, socket, sys
@@ -62,9 +65,10 @@ def test_importing_the_server_does_not_import_the_client_or_worker() -> None:
      "gearman_client.server", "workq_client", "workq_client.server", "qless_client"],
 )
 def test_lazy_exports_match_the_type_checking_imports(package: str) -> None:
-    """Each lazily exported package lists its names twice (imports under TYPE_CHECKING for type
-    checkers, a table for run time): both must agree, and every name in ``__all__`` must load
-    the very object its module defines."""
+    """Each lazily exported package lists its names as imports under TYPE_CHECKING (which
+    ``jobwire._lazy`` reads at run time; parsed here with ``ast``, independently) and in
+    ``__all__``: both must agree, and every name in ``__all__`` must load the very object its
+    module defines."""
     module = importlib.import_module(package)
     assert module.__file__ is not None
     tree = ast.parse(Path(module.__file__).read_text())
@@ -84,3 +88,29 @@ def test_lazy_exports_match_the_type_checking_imports(package: str) -> None:
     for name, value in typed.items():
         assert getattr(module, name) is value, name
     assert set(module.__all__) <= set(dir(module))
+
+
+def test_the_type_checking_block_is_read_as_python_reads_it() -> None:
+    source = (
+        "x = 1\nif TYPE_CHECKING:\n    from .a import B, C as D  # comment\n\n"
+        "    # a comment line\n    from pkg.e import (\n        F,\n        G as H,\n    )\n"
+        "__all__ = []\n    from .late import Z\n"
+    )
+    assert type_checking_imports("p", source) == {
+        "B": (".a", "B"), "D": (".a", "C"), "F": ("pkg.e", "F"), "H": ("pkg.e", "G"),
+    }
+
+
+@pytest.mark.parametrize(("block", "message"), [
+    ("    import os\n", "cannot export from 'import os'"),
+    ("    from .a import *\n", "cannot export"),
+    ("    from .a import B\n    from .c import B\n", "'B' imported from .a and .c"),
+    ("    x = 1\n", "cannot export from 'x = 1'"),
+])
+def test_a_block_it_cannot_read_is_an_import_error_naming_the_line(
+    block: str, message: str
+) -> None:
+    with pytest.raises(ImportError, match=re.escape(message)):
+        type_checking_imports("p", "if TYPE_CHECKING:\n" + block)
+    with pytest.raises(ImportError, match="no 'if TYPE_CHECKING:' block"):
+        type_checking_imports("p", "import os\n")

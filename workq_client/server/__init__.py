@@ -27,8 +27,6 @@ if TYPE_CHECKING:
     from ._serve import Server, run_server, serve
     from ._state import ServerState
 
-__getattr__, __dir__ = lazy_exports(
-    __name__, {"._serve": ["Server", "run_server", "serve"], "._state": ["ServerState"]}
-)
+__getattr__, __dir__ = lazy_exports(__name__)
 
 __all__ = ["DEFAULT_PORT", "Server", "ServerState", "run_server", "serve"]
