@@ -214,6 +214,11 @@ class AsyncWorker:
     def __repr__(self) -> str:
         return _describe(self, self)
 
+    @property
+    def sleeping(self) -> bool:
+        """True while a connection waits for NOOP after PRE_SLEEP (its last grab got NO_JOB)."""
+        return bool(self._noop_waits)
+
     def register(
         self, function: str | bytes, handler: Callable[[AsyncJob], Awaitable[Any]], *,
         timeout: float | None = None, exceptions: bool = False,
@@ -595,6 +600,11 @@ class Worker:
     def stats(self) -> WorkerStats:
         """The worker's counters."""
         return self._async.stats
+
+    @property
+    def sleeping(self) -> bool:
+        """True while a connection waits for NOOP after PRE_SLEEP (its last grab got NO_JOB)."""
+        return self._async.sleeping
 
     def register(self, function: str | bytes, handler: Callable[[Job], Any], *,
                  timeout: float | None = None, exceptions: bool = False) -> None:

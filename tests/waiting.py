@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TypeVar, overload
 
 import anyio
 
@@ -63,6 +63,20 @@ def wait_until(
         if time.monotonic() > deadline:
             raise _failure(what, timeout, last)
         time.sleep(interval)
+
+
+@overload
+async def await_until(
+    predicate: Callable[[], Awaitable[T]], timeout: float = ..., what: str = ..., *,
+    ignoring: tuple[type[BaseException], ...] = ..., interval: float = ...,
+) -> T: ...
+
+
+@overload
+async def await_until(
+    predicate: Callable[[], T], timeout: float = ..., what: str = ..., *,
+    ignoring: tuple[type[BaseException], ...] = ..., interval: float = ...,
+) -> T: ...
 
 
 async def await_until(

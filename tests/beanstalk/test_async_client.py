@@ -25,6 +25,7 @@ from beanstalk_client import (
 )
 
 from ..conftest import BIG, BeanstalkServer, free_port, start_server
+from ..waiting import await_until
 from .fakes import scripted_server
 
 pytestmark = pytest.mark.anyio
@@ -124,7 +125,8 @@ async def test_writes_the_kernel_takes_in_part_stay_whole_and_in_order(
             async with anyio.create_task_group() as tg:
                 for body in bodies:
                     tg.start_soon(put, body)
-                await anyio.sleep(0.3)  # every task has queued its put by now
+                await await_until(lambda: c._session.in_flight == len(bodies),
+                                  what="every task's put queued")
                 fresh_server.proc.send_signal(signal.SIGCONT)
         finally:
             fresh_server.proc.send_signal(signal.SIGCONT)
@@ -171,9 +173,7 @@ async def test_a_reply_read_for_the_next_reader_still_leaves_a_reader(anyio_back
                 body = b"b" * (65536 - len(b"FOUND 1 65519\r\n\r\n"))
                 server.sendall(b"FOUND 1 %d\r\n%s\r\nFOUND 2 1\r\nx\r\nINSERTED 3\r\n"
                                % (len(body), body))
-                with anyio.fail_after(5):
-                    while "w1" not in results:
-                        await anyio.sleep(0.01)
+                await await_until(lambda: "w1" in results, 5, "w1's put answered")
                 assert results["w1"] == 3
                 server.sendall(b"INSERTED 4\r\n")
             assert results["w2"] == 4
@@ -191,13 +191,11 @@ async def test_cancelled_reserve_never_steals_a_reply(server: BeanstalkServer, t
             tg.start_soon(producer.put, b"orphan")
             assert await c.list_tube_used() == tube
         # The job reserved for the cancelled caller is given back to the server, priority kept.
-        for _ in range(50):
+        async def released() -> bool:
             stats = await c.stats_tube(tube)
-            if stats["current-jobs-ready"] == 1 and stats["current-jobs-reserved"] == 0:
-                break
-            await anyio.sleep(0.02)
-        else:
-            pytest.fail(f"orphaned job not released: {stats}")
+            return (stats["current-jobs-ready"], stats["current-jobs-reserved"]) == (1, 0)
+
+        await await_until(released, what="the orphaned job released (1 ready, 0 reserved)")
         job = await c.reserve(wait=0)
         assert job.body == b"orphan"
         assert (await c.stats_job(job))["pri"] == 2**16
@@ -235,13 +233,20 @@ async def test_deadline_soon_async(server: BeanstalkServer, tube: str) -> None:
         await c.delete(job)
 
 
+async def waiting(client: AsyncClient, tube: str) -> bool:
+    """A reserve waits at the server for a job of ``tube`` (its ``current-waiting``)."""
+    return (await client.stats_tube(tube))["current-waiting"] > 0
+
+
 async def _multiple_reserves(
     server: BeanstalkServer, tube: str, *, ttr: int, timeout: int, put_after_delete: bool
 ) -> tuple[object, float, float]:
     """beanstalk-multiple-reserves.txt on one shared AsyncClient: task 1 reserves a job, task 2
-    waits in ``reserve(wait=...)``, task 1 deletes its job 0.2 s later (held behind the
-    reserve until the server answers it DEADLINE_SOON). Returns task 2's outcome, when the
-    delete was answered and when task 2's reserve ended (seconds from task 2's start)."""
+    waits in ``reserve(wait=...)``, task 1 deletes its job once the server counts that reserve
+    waiting (the delete is held behind it until the server answers it DEADLINE_SOON); with
+    ``put_after_delete``, a job is put once the reserve, sent again, waits again. Returns task
+    2's outcome, when the delete was answered and when task 2's reserve ended (seconds from
+    task 2's start)."""
     async with await _client(server, tube) as c, AsyncClient.from_url(server.url) as producer:
         await producer.use(tube)
         await c.put(b"held", ttr=ttr)
@@ -261,11 +266,14 @@ async def _multiple_reserves(
         with anyio.fail_after(timeout + 5):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(task2)
-                await anyio.sleep(0.2)  # task 2's reserve is on the wire before the delete
+                # task 2's reserve is on the wire before the delete: the server counts it
+                await await_until(lambda: waiting(producer, tube),
+                                  what="task 2's reserve waiting at the server")
                 await c.delete(job)
                 deleted = time.monotonic() - started
-                if put_after_delete:
-                    await anyio.sleep(0.5)
+                if put_after_delete:  # once task 2's reserve, sent again, waits again
+                    await await_until(lambda: waiting(producer, tube),
+                                      what="task 2's reserve waiting again")
                     await producer.put(b"for task 2")
         return outcome[0], deleted, ended
 
@@ -313,7 +321,7 @@ async def test_deadline_soon_with_nothing_queued_to_unblock(
         with anyio.fail_after(5):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(task2)
-                await anyio.sleep(0.2)
+                await await_until(lambda: c._session.in_flight == 1, what="task 2's reserve sent")
                 assert (await c.stats())["current-jobs-reserved"] >= 1  # behind the reserve
         assert len(outcome) == 1
         await c.delete(job)
@@ -381,7 +389,7 @@ async def test_close_fails_waiting_callers(server: BeanstalkServer, tube: str) -
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(wait_forever)
-        await anyio.sleep(0.2)
+        await await_until(lambda: c._session.in_flight == 1, what="the reserve sent")
         await c.aclose()
     assert len(failures) == 1
     with pytest.raises(ConnectionLost):

@@ -28,6 +28,7 @@ from tests.conftest import (
     server_command,
 )
 from tests.gearman.conftest import GearmanServer
+from tests.waiting import await_until
 from tests.workq.conftest import WorkqServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,8 +65,7 @@ async def test_beanstalkd_killed_twice_under_a_worker(tmp_path: Path) -> None:
             await anyio.sleep(0.001)
 
         async def kill_at(handled: int) -> None:
-            while len(seen) < handled:
-                await anyio.sleep(0.005)
+            await await_until(lambda: len(seen) >= handled, 120, f"{handled} jobs handled")
             procs[-1].kill()
             procs[-1].wait()
             procs.append(await anyio.to_thread.run_sync(_beanstalkd, port, tmp_path))

@@ -29,7 +29,7 @@ from jobwire.errors import ConnectionLost, OperationTimeout
 from tests.conftest import BeanstalkServer
 from tests.gearman.conftest import GearmanServer
 from tests.qless.conftest import RedisServer
-from tests.waiting import wait_until
+from tests.waiting import await_until, wait_until
 from tests.workq.conftest import WorkqServer
 
 TIMEOUT = 0.5
@@ -105,19 +105,29 @@ def test_qless_client(fresh_redis: RedisServer) -> None:
 # -- workers: a freeze while idle ---------------------------------------------------------------
 
 
+#: How long a freeze lasts for a worker that has nothing to notice (a deliberate duration:
+#: longer than the Workq worker's lease wait plus timeout, 1.5 s).
+IDLE_FREEZE = 3.0
+
+
 async def _freeze_and_resume(
     proc: subprocess.Popen[bytes], put: Callable[[str], Any], done: dict[str, anyio.Event],
-    settled: Callable[[], bool], seconds: float = 3.0,
+    settled: Callable[[], bool], noticed: Callable[[], bool] | None = None,
 ) -> None:
     """One job handled and reported before the freeze (so that the freeze meets a worker that
-    waits for work, not one reporting), one put after the resume must be handled too."""
+    waits for work, not one reporting), one put after the resume must be handled too.
+
+    The server stays frozen until ``noticed()`` holds (the worker gave up on it); for a worker
+    that has nothing to notice (``None``), for ``IDLE_FREEZE`` seconds."""
     with anyio.fail_after(30):
         await anyio.to_thread.run_sync(put, "before")
         await done["before"].wait()
-        while not settled():
-            await anyio.sleep(0.01)
+        await await_until(settled, what="the first job settled")
         with stopped(proc):
-            await anyio.sleep(seconds)
+            if noticed is None:
+                await anyio.sleep(IDLE_FREEZE)
+            else:
+                await await_until(noticed, 20, "the worker giving up on the frozen server")
         await anyio.to_thread.run_sync(put, "after")
         await done["after"].wait()
 
@@ -146,7 +156,8 @@ async def test_beanstalk_worker_reconnects(fresh_server: BeanstalkServer) -> Non
                                           timeout=1.0)
     async with anyio.create_task_group() as tg:
         tg.start_soon(lambda: worker.run(handle, handle_signals=False))
-        await _freeze_and_resume(fresh_server.proc, put, done, lambda: worker.stats.deleted == 1)
+        await _freeze_and_resume(fresh_server.proc, put, done, lambda: worker.stats.deleted == 1,
+                                 lambda: worker.stats.reconnects >= 1)
         worker.stop()
     assert worker.stats.reconnects >= 1
     assert (worker.stats.deleted, worker.stats.lost) == (2, 0)
@@ -192,7 +203,8 @@ async def test_qless_worker_reconnects(fresh_redis: RedisServer) -> None:
     worker = qless_client.AsyncWorker(fresh_redis.url, queues=["q"], idle_wait=0.2, timeout=1.0)
     async with anyio.create_task_group() as tg:
         tg.start_soon(lambda: worker.run(handle, handle_signals=False))
-        await _freeze_and_resume(fresh_redis.proc, put, done, lambda: worker.stats.completed == 1)
+        await _freeze_and_resume(fresh_redis.proc, put, done, lambda: worker.stats.completed == 1,
+                                 lambda: worker.stats.reconnects >= 1)
         worker.stop()
     assert worker.stats.reconnects >= 1  # pops that timed out, each followed by a back-off
     assert (worker.stats.completed, worker.stats.lost) == (2, 0)
@@ -218,8 +230,8 @@ async def test_gearman_worker_resumes(fresh_gearman: GearmanServer) -> None:
     worker.register(function, handle)
     async with anyio.create_task_group() as tg:
         tg.start_soon(worker.run)
-        # WORK_COMPLETE has no reply: sent before or during the freeze, it is read on resuming.
-        await _freeze_and_resume(fresh_gearman.proc, put, done, lambda: True)
+        # WORK_COMPLETE has no reply: the freeze comes once the worker, done, has gone to sleep.
+        await _freeze_and_resume(fresh_gearman.proc, put, done, lambda: worker.sleeping)
         worker.stop()
 
 
@@ -257,9 +269,8 @@ async def test_workq_report_sent_again_after_a_freeze(fresh_workq_server: WorkqS
         job_id = c.add("q", b"x", ttr=30)
     async with anyio.create_task_group() as tg:
         tg.start_soon(worker.run, handle)
-        with anyio.fail_after(20):
-            while worker.stats.completed + worker.stats.lost == 0:
-                await anyio.sleep(0.02)
+        await await_until(lambda: worker.stats.completed + worker.stats.lost, 20,
+                          "the job settled")
         worker.stop()
     assert worker.stats.reconnects >= 1  # the report was sent again, on a new connection
     assert (worker.stats.completed, worker.stats.lost) == (1, 0)
@@ -307,9 +318,8 @@ async def test_workq_first_report_refused_as_duplicate_is_an_error(
         job_id = c.add("q", b"x", ttr=30)
     async with anyio.create_task_group() as tg:
         tg.start_soon(worker.run, handle)
-        with anyio.fail_after(10):
-            while worker.stats.completed + worker.stats.lost == 0:
-                await anyio.sleep(0.02)
+        await await_until(lambda: worker.stats.completed + worker.stats.lost, 10,
+                          "the job settled")
         worker.stop()
     assert (worker.stats.completed, worker.stats.lost) == (0, 1)
     with workq_client.Client(fresh_workq_server.url) as c:
@@ -343,9 +353,8 @@ async def test_qless_report_sent_again_after_a_freeze(
     stats = worker.stats
     async with anyio.create_task_group() as tg:
         tg.start_soon(lambda: worker.run(handle, handle_signals=False))
-        with anyio.fail_after(20):
-            while stats.completed + stats.retried + stats.failed + stats.lost == 0:
-                await anyio.sleep(0.02)
+        await await_until(lambda: stats.completed + stats.retried + stats.failed + stats.lost,
+                          20, "the job settled")
         worker.stop()
     expected = {"complete": (1, 0, 0), "retry": (0, 1, 0), "retry-exhausted": (0, 0, 1)}
     assert (stats.completed, stats.retried, stats.failed, stats.lost) == (*expected[outcome], 0)
@@ -396,9 +405,7 @@ async def test_qless_lost_job_is_never_taken_for_ours(
     stats = worker.stats
     async with anyio.create_task_group() as tg:
         tg.start_soon(lambda: worker.run(handle, handle_signals=False))
-        with anyio.fail_after(20):
-            while stats.completed + stats.lost == 0:
-                await anyio.sleep(0.02)
+        await await_until(lambda: stats.completed + stats.lost, 20, "the job settled")
         worker.stop()
     assert (stats.completed, stats.lost) == (0, 1)
     assert any("complete failed" in r.getMessage() for r in caplog.records)  # sent again

@@ -165,7 +165,7 @@ def test_epoch_job_runs_when_due(
     worker = Worker(gearman_server.url, regrab_interval=0.2)
     worker.register(function, lambda job: ran.append(time.time()))
     running_worker(worker)
-    time.sleep(0.3)  # the worker is asleep now
+    wait_until(lambda: worker.sleeping, what="the worker asleep (PRE_SLEEP sent)")
     with Client(gearman_server.url) as client:
         at = int(time.time()) + 2
         client.submit_background(function, b"later", at=at)
@@ -194,11 +194,13 @@ def test_worker_concurrency_never_over_grabs(
     running_worker(worker)
     with Client(gearman_server.url) as client, Admin(gearman_server.url) as admin:
         client.submit_background_many([(function, b"x")] * 9)
-        for _ in range(10):
+
+        def all_done() -> bool:  # the server's count, checked at every poll until the end
             rows = [s for s in admin.status() if s.function == function]
-            assert not rows or rows[0].running <= 3
-            time.sleep(0.05)
-        wait_until(lambda: state["done"] == 9, what="nine jobs done")
+            assert not rows or rows[0].running <= 3, rows
+            return state["done"] == 9
+
+        wait_until(all_done, what="nine jobs done, never more than three running")
     assert state["max"] == 3
 
 
@@ -209,17 +211,19 @@ def test_worker_dying_mid_job_requeues(
         results: list[bytes] = []
         t = threading.Thread(target=lambda: results.append(client.submit(function, b"job")))
         t.start()
+        with Admin(gearman_server.url) as admin:
+            wait_until(lambda: any(s.queued for s in admin.status() if s.function == function),
+                       what="the foreground job queued")
         conn = Connection()
         with socket.create_connection(gearman_server.address, timeout=10) as sock:
-            sock.sendall(conn.send(pk.CanDo(function.encode())))
-            assigned = None
-            while assigned is None:
-                sock.sendall(conn.send(pk.GrabJobUniq()))
+            sock.sendall(conn.send(pk.CanDo(function.encode())) + conn.send(pk.GrabJobUniq()))
+            reply = None
+            while reply is None:
                 conn.receive_data(sock.recv(65536))
                 while (e := conn.next_event()) is not NEED_DATA:
-                    if isinstance(e, Answer) and isinstance(e.reply, pk.JobAssignUniq):
-                        assigned = e.reply
-                time.sleep(0.05)
+                    if isinstance(e, Answer):
+                        reply = e.reply
+            assert isinstance(reply, pk.JobAssignUniq), reply
         # the worker died holding the job; another one finishes it
         worker = Worker(gearman_server.url)
         worker.register(function, lambda job: b"second worker")
@@ -504,14 +508,22 @@ async def test_async_update_iterator(gearman_server: GearmanServer, function: st
 def test_can_do_timeout_requeues_silently(
     gearman_server: GearmanServer, function: str, running_worker: Any
 ) -> None:
-    attempts: list[float] = []
+    steps: list[str] = []
 
     def handler(job: Job) -> bytes:
-        attempts.append(time.monotonic())
-        if len(attempts) == 1:
-            time.sleep(2.5)  # past the 1 s CAN_DO_TIMEOUT: the server takes the job back
-            return b"too late"
-        return b"second try"
+        if steps:
+            steps.append("second attempt")
+            return b"second try"
+        steps.append("first attempt")
+        # Past the 1 s CAN_DO_TIMEOUT the server takes the job back: its count of running jobs
+        # drops to 0 while this handler still holds it (an admin connection of its own: the
+        # worker's stays silent).
+        with Admin(gearman_server.url) as admin:
+            wait_until(lambda: [s.running for s in admin.status()
+                                if s.function == function] == [0],
+                       what="the server taking the job back")
+        steps.append("first returned late")
+        return b"too late"
 
     # One slot: the connection is silent while the job runs, which gearmand 1.1.20 needs for its
     # timer to fire (docs/gearman.md). The late WORK_COMPLETE is refused (JOB_NOT_FOUND), the
@@ -521,7 +533,7 @@ def test_can_do_timeout_requeues_silently(
     running_worker(worker)
     with Client(gearman_server.url, timeout=10) as client:
         assert client.submit(function, b"x") == b"second try"
-    assert len(attempts) == 2 and attempts[1] - attempts[0] >= 2.4
+    assert steps == ["first attempt", "first returned late", "second attempt"]
 
 
 def test_reduce_jobs(gearman_server: GearmanServer, function: str, running_worker: Any) -> None:
@@ -648,11 +660,11 @@ def test_client_and_worker_reconnect_after_server_restart(
 def test_graceful_stop_finishes_running_jobs(
     gearman_server: GearmanServer, function: str
 ) -> None:
-    started = threading.Event()
+    started, release = threading.Event(), threading.Event()
 
     def handler(job: Job) -> bytes:
         started.set()
-        time.sleep(0.5)
+        assert release.wait(10), "the test never released the job"
         return b"finished"
 
     worker = Worker(gearman_server.url)
@@ -664,15 +676,21 @@ def test_graceful_stop_finishes_running_jobs(
         t = threading.Thread(target=lambda: results.append(client.submit(function, b"x")))
         t.start()
         assert started.wait(5)
-        worker.stop()
+        worker.stop()  # returns once the worker's event loop has taken it in
+        assert worker.stats.in_flight == 1  # the job still runs: stop() waits for it
+        release.set()
         thread.join(5)
         assert not thread.is_alive()
         t.join(5)
         assert results == [b"finished"]
-        # stopped: it grabs nothing more
+        # stopped: its connection is gone, so no worker is left to grab anything
+        with Admin(gearman_server.url) as admin:
+            wait_until(lambda: not any(s.workers for s in admin.status()
+                                       if s.function == function),
+                       what="the stopped worker gone from the server")
         handle = client.submit_background(function, b"left alone")
-        time.sleep(0.3)
-        assert client.get_status(handle).known
+        status = client.get_status(handle)
+        assert status.known and not status.running
 
 
 def test_submit_many_and_bulk_errors(
@@ -730,7 +748,7 @@ def test_bundled_epoch_job_wakes_a_sleeping_worker(function: str, running_worker
         worker = Worker(server.url)  # no regrab_interval: only a NOOP can wake it
         worker.register(function, lambda job: ran.append(time.time()))
         running_worker(worker)
-        time.sleep(0.3)
+        wait_until(lambda: worker.sleeping, what="the worker asleep (PRE_SLEEP sent)")
         with Client(server.url) as client:
             at = time.time() + 1
             client.submit_background(function, b"later", at=at)
@@ -746,9 +764,15 @@ def test_bundled_graceful_shutdown() -> None:
         with Client(server.url) as client, Admin(server.url) as admin:
             assert client.echo(b"before") == b"before"
             admin.shutdown(graceful=True)
-            time.sleep(0.3)
-            with pytest.raises(OSError):  # the listener is closed
-                socket.create_connection(server.address, timeout=1).close()
+
+            def refused() -> bool:
+                try:
+                    socket.create_connection(server.address, timeout=1).close()
+                except OSError:
+                    return True
+                return False
+
+            wait_until(refused, what="the listener closed (a new connection refused)")
             assert client.echo(b"still served") == b"still served"
             assert server.proc.poll() is None
         server.proc.wait(5)  # the last connection went: the server exits
@@ -790,7 +814,8 @@ def test_register_and_unregister_while_working(
     running_worker(worker)
     with Client(gearman_server.url, timeout=10) as client:
         assert client.submit(function, b"x") == b"one"
-        time.sleep(0.2)  # the worker sleeps now: the changes must reach the server anyway
+        # the worker sleeps now: the changes must reach the server anyway
+        wait_until(lambda: worker.sleeping, what="the worker asleep (PRE_SLEEP sent)")
         worker.register(function + "-2", lambda job: b"two")
         assert client.submit(function + "-2", b"x") == b"two"
         worker.unregister(function)
@@ -799,7 +824,8 @@ def test_register_and_unregister_while_working(
                 function in w.functions for w in admin.workers()
             ), what="the function unregistered")
         handle = client.submit_background(function, b"nobody")
-        time.sleep(0.3)
+        # woken for the next job, the worker grabs again: it is never given the first one
+        assert client.submit(function + "-2", b"y") == b"two"
         status = client.get_status(handle)
         assert status.known and not status.running
 
@@ -864,7 +890,7 @@ def test_garbage_and_a_server_dying_mid_reply() -> None:
     with Client(f"gearman://127.0.0.1:{fake.port}", timeout=5) as client:
         with pytest.raises(RemoteProtocolError):
             client.echo(b"fine")
-        time.sleep(0.1)  # the client backs off before reconnecting (50 ms base)
+        # a fresh connection at once (the back-off is for connections that fail to open)
         with pytest.raises(ConnectionLost):
             client.echo(b"fine")
         # a fresh connection, never the bad one

@@ -33,6 +33,7 @@ from qless_client import (
 )
 from tests.beanstalk.fakes import scripted_server
 from tests.conftest import free_port
+from tests.waiting import await_until
 
 from .conftest import RedisServer, start_redis
 
@@ -478,7 +479,8 @@ async def test_a_cancelled_callers_reply_goes_to_nobody(redis_server: RedisServe
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(slow)
-            await anyio.sleep(0.05)  # the server is asleep; what follows waits behind it
+            # queued first: the server sleeps in it, and what follows waits behind it
+            await await_until(lambda: redis._session.in_flight == 1, what="DEBUG SLEEP queued")
             with anyio.move_on_after(0.05) as scope:
                 await redis.execute("ECHO", "for the cancelled caller")
             assert scope.cancelled_caught
