@@ -30,13 +30,14 @@ injection). The binary protocol refuses the same in function names (``_packets.c
 from __future__ import annotations
 
 import enum
-from collections import deque
-from typing import ClassVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, ClassVar
 
 from jobwire._buffer import ReceiveBuffer
+from jobwire._core import ConnectionState, InOrderClientCore
 from jobwire._numbers import parse_int, parse_uint
 from jobwire._record import record
-from jobwire.errors import JobwireError, LocalProtocolError, RemoteProtocolError
+from jobwire.errors import LocalProtocolError, RemoteProtocolError
 
 from ._events import NEED_DATA, ConnectionClosed, NeedData
 
@@ -332,18 +333,24 @@ def _parse_single(line: bytes) -> AdminReply:
     raise RemoteProtocolError(f"admin reply is neither OK nor ERR: {line[:60]!r}")
 
 
-class _State(enum.Enum):
-    OPEN = "OPEN"
-    CLOSED = "CLOSED"
-    ERROR = "ERROR"
+class _Step(enum.Enum):
+    """What the parser reads next."""
+
+    REPLY = 0  # a reply's first line (a whole single reply, or a list's first line)
+    LIST = 1  # the next line of a list reply (a line, or the final ``.``)
 
 
-class AdminConnection:
+class AdminConnection(InOrderClientCore):
     """The client side of an admin connection: commands in, bytes out; bytes in, replies out.
 
-    Replies come in the order of the commands; each is parsed according to its command (a list
-    until ``.``, or a single ``OK``/``ERR`` line; a list command answered ``ERR ...`` gives
-    :class:`AdminError`).
+    On the shared in-order core (buffer, FIFO of commands awaiting replies, end of input,
+    poisoning). Replies come in the order of the commands; each is parsed according to its
+    command (a list until ``.``, or a single ``OK``/``ERR`` line; a list command answered
+    ``ERR ...`` gives :class:`AdminError`). ``next_event()`` returns ``(command, reply)``,
+    :class:`ConnectionClosed` once after EOF (then :data:`NEED_DATA`), or :data:`NEED_DATA`. It
+    raises ``RemoteProtocolError`` for a line too long, a list past ``max_list_lines`` or
+    ``max_list_size``, a reply nobody asked for, or a line that is neither OK nor ERR: the
+    connection is poisoned.
 
     Args:
         max_list_lines: most lines accepted in one list reply.
@@ -351,107 +358,88 @@ class AdminConnection:
         A list that goes past either before its ``.`` raises ``RemoteProtocolError``.
     """
 
-    __slots__ = (
-        "_buf", "_eof", "_error", "_lines", "_size", "_waiting", "max_list_lines",
-        "max_list_size", "state",
-    )
+    __slots__ = ("_lines", "_size", "_step", "max_list_lines", "max_list_size")
 
     def __init__(
         self, *, max_list_lines: int = MAX_LIST_LINES, max_list_size: int = MAX_LIST_SIZE
     ) -> None:
+        super().__init__()
         self.max_list_lines = max_list_lines
         self.max_list_size = max_list_size
-        self._buf = ReceiveBuffer()
-        self._waiting: deque[AdminCommand] = deque()
-        self._lines: list[bytes] = []
+        self._step = _Step.REPLY
+        self._lines: list[bytes] = []  # in step LIST: the list's lines so far
         self._size = 0  # bytes of ``_lines``, line ends included
-        self._eof = False
-        self._error: JobwireError | None = None
-        self.state = _State.OPEN
 
     def send(self, command: AdminCommand) -> bytes:
         """Validate and encode ``command``.
 
         Raises:
             LocalProtocolError: a name with whitespace or control characters, a bad maxqueue
-                size, or the connection is closed or poisoned.
+                size, or the connection is closed.
+            RemoteProtocolError: the connection is poisoned (the error again).
         """
-        if self._error is not None:
-            raise type(self._error)(str(self._error))
-        if self.state is not _State.OPEN:
-            raise LocalProtocolError("admin connection is closed")
+        if self._state is not ConnectionState.OPEN:
+            if self._error is not None:
+                raise type(self._error)(str(self._error))
+            self._check_open(type(command).__name__)
         data = command.encode()
-        self._waiting.append(command)
+        self._pending.append(command)
         return data
 
-    def receive_batch(self, data: bytes) -> None:
-        """The session's batch hook (``jobwire._core.InOrderClientCore.receive_batch``): this
-        core has no one-step read, so nothing is fed and the bytes go to :meth:`receive_data`."""
+    if TYPE_CHECKING:  # the shared core's, with this core's events
+
+        def next_event(self) -> tuple[AdminCommand, AdminReply] | ConnectionClosed | NeedData: ...
+
+    def _closed(self) -> ConnectionClosed | NeedData:
+        if self._state is ConnectionState.CLOSED:
+            return NEED_DATA  # reported once
+        self._state = ConnectionState.CLOSED
+        return ConnectionClosed(
+            len(self._pending), bool(self._buffer) or self._step is _Step.LIST
+        )
+
+    def _next_event(self) -> tuple[AdminCommand, AdminReply] | ConnectionClosed | NeedData:
+        while True:
+            line = extract_text_line(self._buffer)
+            if line is None:
+                return self._closed() if self._eof else NEED_DATA
+            reply = _READERS[self._step](self, line)
+            if reply is not None:
+                return self._pending.popleft(), reply
+
+    def _read_reply(self, line: bytes) -> AdminReply | None:
+        """Step REPLY: a single reply, or a list's first line (an ``ERR``, the ``.`` of an
+        empty list, or its first entry: then step LIST)."""
+        if not self._pending:
+            raise RemoteProtocolError(f"admin line with no command waiting: {line[:60]!r}")
+        if not self._pending[0].LIST or line.startswith(b"ERR "):
+            return _parse_single(line)
+        self._step = _Step.LIST
+        return self._read_list(line)
+
+    def _read_list(self, line: bytes) -> AdminList | None:
+        """Step LIST: a list entry, or the final ``.`` (then step REPLY)."""
+        if line == b".":
+            lines, self._lines, self._size = tuple(self._lines), [], 0
+            self._step = _Step.REPLY
+            return AdminList(lines)
+        self._size += len(line) + 1
+        if len(self._lines) >= self.max_list_lines or self._size > self.max_list_size:
+            command = self._pending[0]
+            raise RemoteProtocolError(
+                f"{' '.join(command.words())} reply goes on past max_list_lines="
+                f"{self.max_list_lines} or max_list_size={self.max_list_size} bytes "
+                "without its final '.'"
+            )
+        self._lines.append(line)
         return None
 
-    def receive_data(self, data: bytes) -> None:
-        """Feed bytes; ``b""`` means the server closed the connection.
 
-        Raises:
-            LocalProtocolError: bytes fed after ``b""`` (the rule of every core: the caller is
-                out of step); nothing is fed.
-        """
-        if data:
-            if self._eof:
-                raise LocalProtocolError("receive_data after EOF")
-            self._buf.feed(data)
-        else:
-            self._eof = True
-
-    def next_event(self) -> tuple[AdminCommand, AdminReply] | ConnectionClosed | NeedData:
-        """The next ``(command, reply)`` pair, :class:`ConnectionClosed` after EOF, or
-        :data:`NEED_DATA`.
-
-        Raises:
-            RemoteProtocolError: a line too long, a list past ``max_list_lines`` or
-                ``max_list_size``, a reply nobody asked for, or a line that is neither OK nor
-                ERR. The connection is poisoned.
-        """
-        if self._error is not None:
-            raise type(self._error)(str(self._error))
-        try:
-            return self._next()
-        except RemoteProtocolError as exc:
-            self._error = exc
-            self.state = _State.ERROR
-            raise
-
-    def _next(self) -> tuple[AdminCommand, AdminReply] | ConnectionClosed | NeedData:
-        while True:
-            if self.state is _State.CLOSED:
-                return NEED_DATA
-            line = extract_text_line(self._buf)
-            if line is None:
-                if self._eof:
-                    self.state = _State.CLOSED
-                    return ConnectionClosed(len(self._waiting), bool(self._buf or self._lines))
-                return NEED_DATA
-            if not self._waiting:
-                raise RemoteProtocolError(f"admin line with no command waiting: {line[:60]!r}")
-            command = self._waiting[0]
-            if not command.LIST:
-                self._waiting.popleft()
-                return command, _parse_single(line)
-            if not self._lines and line.startswith(b"ERR "):
-                self._waiting.popleft()
-                return command, _parse_single(line)
-            if line == b".":
-                self._waiting.popleft()
-                lines, self._lines, self._size = tuple(self._lines), [], 0
-                return command, AdminList(lines)
-            self._size += len(line) + 1
-            if len(self._lines) >= self.max_list_lines or self._size > self.max_list_size:
-                raise RemoteProtocolError(
-                    f"{' '.join(command.words())} reply goes on past max_list_lines="
-                    f"{self.max_list_lines} or max_list_size={self.max_list_size} bytes "
-                    "without its final '.'"
-                )
-            self._lines.append(line)
+#: The reader of each step (h11's shape: a table from state to reader).
+_READERS: dict[_Step, Callable[[AdminConnection, bytes], AdminReply | None]] = {
+    _Step.REPLY: AdminConnection._read_reply,
+    _Step.LIST: AdminConnection._read_list,
+}
 
 
 # -- typed records for the list replies ---------------------------------------------------------

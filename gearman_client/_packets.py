@@ -812,12 +812,20 @@ class PacketDecoder:
         magic: the magic every packet must carry (:data:`RES` on the client side, :data:`REQ`
             on the server side).
         max_body_size: largest body accepted; a larger one is refused from its header.
+        buffer: the buffer to read from (a core's own, which it feeds); a new one if omitted
+            (then :meth:`feed` fills it).
+
+    It keeps no state between calls: a packet is self-describing, so its 12-byte header is read
+    again on each call until the whole packet is buffered.
     """
 
     __slots__ = ("_buf", "magic", "max_body_size")
 
-    def __init__(self, magic: bytes, max_body_size: int = DEFAULT_MAX_BODY_SIZE) -> None:
-        self._buf = ReceiveBuffer()
+    def __init__(
+        self, magic: bytes, max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+        buffer: ReceiveBuffer | None = None,
+    ) -> None:
+        self._buf = ReceiveBuffer() if buffer is None else buffer
         self.magic = magic
         self.max_body_size = max_body_size
 
@@ -878,18 +886,60 @@ class PacketDecoder:
         buf = self._buf
         header = buf.peek(HEADER_SIZE)
         if header is None:
-            # Check what is there already, so garbage is refused without waiting for more.
-            buffered = len(buf)
-            if buffered >= 4:
-                head = buf.peek(min(buffered, 8))
-                assert head is not None
-                if head[:4] != self.magic and not self._gear_work_fail(head):
-                    raise RemoteProtocolError(f"bad magic {head[:4]!r}, expected {self.magic!r}")
-                if buffered >= 8 and int.from_bytes(head[4:8], "big") not in PACKETS:
-                    raise RemoteProtocolError(f"unknown packet type {head[4:8]!r}")
+            self._check_start()
             return None
         magic, ptype, size = _HEADER.unpack(header)
-        if magic != self.magic and not self._gear_work_fail(header[:8]):
+        cls = PACKETS.get(ptype)
+        if cls is None or magic != self.magic or size > self.max_body_size:
+            cls = self._check_header(magic, ptype, size)
+        if size <= _SMALL_BODY:  # header and body in one take, then the body copied out
+            packet = buf.extract_exactly(HEADER_SIZE + size)
+            if packet is None:
+                return None
+            return _decode(cls, packet[HEADER_SIZE:])
+        if len(buf) < HEADER_SIZE + size:
+            return None
+        return _decode(cls, self.take_body(size))
+
+    def peek_packet(self) -> Packet | None:
+        """:meth:`next_packet` without consuming the packet: the next call returns it again.
+
+        Raises:
+            RemoteProtocolError: as :meth:`next_packet` (nothing is consumed).
+        """
+        buf = self._buf
+        header = buf.peek(HEADER_SIZE)
+        if header is None:
+            self._check_start()
+            return None
+        magic, ptype, size = _HEADER.unpack(header)
+        cls = PACKETS.get(ptype)
+        if cls is None or magic != self.magic or size > self.max_body_size:
+            cls = self._check_header(magic, ptype, size)
+        whole = buf.peek(HEADER_SIZE + size)
+        return None if whole is None else _decode(cls, whole[HEADER_SIZE:])
+
+    def _check_start(self) -> None:
+        """Refuse an incomplete header whose magic or type is already wrong, so garbage is
+        refused without waiting for more."""
+        buf = self._buf
+        buffered = len(buf)
+        if buffered >= 4:
+            head = buf.peek(min(buffered, 8))
+            assert head is not None
+            if head[:4] != self.magic and not self._gear_work_fail(head):
+                raise RemoteProtocolError(f"bad magic {head[:4]!r}, expected {self.magic!r}")
+            if buffered >= 8 and int.from_bytes(head[4:8], "big") not in PACKETS:
+                raise RemoteProtocolError(f"unknown packet type {head[4:8]!r}")
+
+    def _check_header(self, magic: bytes, ptype: int, size: int) -> type[Packet]:
+        """The class of a header the fast check found something odd in: gear's WORK_FAIL
+        with request magic, or an error.
+
+        Raises:
+            RemoteProtocolError: bad magic, unknown type, or a body over ``max_body_size``.
+        """
+        if magic != self.magic and not self._gear_work_fail(magic + ptype.to_bytes(4, "big")):
             raise RemoteProtocolError(f"bad magic {magic!r}, expected {self.magic!r}")
         cls = PACKETS.get(ptype)
         if cls is None:
@@ -899,11 +949,4 @@ class PacketDecoder:
                 f"packet type {ptype} announces a {size}-byte body, over the "
                 f"{self.max_body_size}-byte limit"
             )
-        if size <= _SMALL_BODY:  # header and body in one take, then the body copied out
-            packet = buf.extract_exactly(HEADER_SIZE + size)
-            if packet is None:
-                return None
-            return _decode(cls, packet[HEADER_SIZE:])
-        if len(buf) < HEADER_SIZE + size:
-            return None
-        return _decode(cls, self.take_body(size))
+        return cls

@@ -20,22 +20,28 @@ Why it is shaped like this:
 * One exception to "every request gets its answer": OpenStack gear's ``gear.Server`` never
   answers OPTION_REQ. So a reply that cannot answer a waiting OPTION_REQ, while another request
   waits behind it, means the server skipped the option: the core hands out
-  :class:`Unanswered` for the option, then the reply as the answer to the next request (a
-  JOB_CREATED always reaches the submit that made the job). An ERROR answers the option only
-  with gearmand's code for it, ``UNKNOWN_OPTION``; any other ERROR answers the next request.
+  :class:`Unanswered` for the option, leaving the reply in the buffer, and on the next call
+  the reply as the answer to the next request (a JOB_CREATED always reaches the submit that
+  made the job). An ERROR answers the option only with gearmand's code for it,
+  ``UNKNOWN_OPTION``; any other ERROR answers the next request.
 * Everything else a server sends (NOOP, the WORK_* packets of submitted jobs) is unsolicited and
   returned as the bare packet; routing WORK_* by handle is the session's job.
-* ``next_event()`` drains what is already buffered without another read.
-* Any protocol error poisons the connection: every later call raises it again.
-* EOF is ``receive_data(b"")``; bytes fed after it raise ``LocalProtocolError``. The states are
-  the shared ``jobwire._core.ConnectionState`` (never ``CLOSING``: Gearman has no goodbye).
+* What every in-order core shares is ``jobwire._core.InOrderClientCore``'s: the buffer (the
+  packets are framed by ``_packets.PacketDecoder`` reading it; framing keeps no state between
+  calls), the FIFO of requests awaiting answers, ``next_event()`` draining what is buffered
+  without another read, poisoning (any protocol error: every later call raises it again), EOF
+  as ``receive_data(b"")`` (bytes fed after it raise ``LocalProtocolError``), and the states
+  ``ConnectionState`` (never ``CLOSING``: Gearman has no goodbye). What is Gearman's: the
+  unsolicited packets, the ERROR rules and the skipped option above, ``ConnectionClosed``
+  reported once, and bytes read while the session was idle taken as any bytes
+  (``early_replies_refused`` is False: they may be NOOP or WORK_*).
 """
 
 from __future__ import annotations
 
-from collections import deque
+from typing import TYPE_CHECKING, ClassVar
 
-from jobwire._core import ConnectionState
+from jobwire._core import ConnectionState, InOrderClientCore
 from jobwire.errors import LocalProtocolError, RemoteProtocolError
 
 from ._events import NEED_DATA, Answer, ConnectionClosed, NeedData, Unanswered
@@ -126,37 +132,39 @@ _ANSWERED_BY: dict[type[Packet], frozenset[type[Packet]]] = {
 _UNSOLICITED: frozenset[type[Packet]] = frozenset(
     {Noop, WorkStatus, WorkComplete, WorkFail, WorkException, WorkData, WorkWarning}
 )
+_OPEN = ConnectionState.OPEN
 
 
-class Connection:
-    """The client/worker role of one Gearman connection.
+class Connection(InOrderClientCore):
+    """The client/worker role of one Gearman connection, on the shared in-order core (buffer,
+    FIFO of requests awaiting answers, end of input, poisoning).
+
+    ``next_event()`` returns :class:`Answer` for a reply to a request; :class:`Unanswered` for
+    an OPTION_REQ the server went past (the reply that did so is the next event); the bare
+    packet for NOOP, WORK_* and an unmatched ERROR; :class:`ConnectionClosed` once after EOF
+    (then :data:`NEED_DATA`); else :data:`NEED_DATA`. It raises ``RemoteProtocolError`` for bad
+    magic, an unknown type, an oversized or malformed packet, or a reply that answers no
+    waiting request: the connection is poisoned (every later call raises it again, ``send``
+    too).
 
     Args:
         max_body_size: largest packet body accepted from the server (default 64 MiB).
     """
 
-    __slots__ = (
-        "_closed_reported", "_decoder", "_eof", "_error", "_held", "_waiting", "state",
-    )
+    __slots__ = ("_decoder",)
+
+    #: Bytes read while the session was idle are read as any bytes: NOOP and WORK_* come
+    #: unasked, and this core routes them itself (``jobwire._session.FifoSession.receive_early``).
+    early_replies_refused: ClassVar[bool] = False
 
     def __init__(self, *, max_body_size: int = DEFAULT_MAX_BODY_SIZE) -> None:
-        self._decoder = PacketDecoder(RES, max_body_size)
-        self._waiting: deque[Packet] = deque()
-        # A reply read while a skipped OPTION_REQ headed the FIFO: the next event's packet.
-        self._held: Packet | None = None
-        self._eof = False
-        self._closed_reported = False
-        self._error: RemoteProtocolError | LocalProtocolError | None = None
-        self.state = ConnectionState.OPEN
+        super().__init__()
+        self._decoder = PacketDecoder(RES, max_body_size, self._buffer)
 
     @property
     def awaiting_answers(self) -> int:
-        """Requests sent whose answers have not arrived."""
-        return len(self._waiting)
-
-    def _check(self) -> None:
-        if self._error is not None:
-            raise type(self._error)(str(self._error))
+        """Requests sent whose answers have not arrived (the shared core's ``pending``)."""
+        return len(self._pending)
 
     def send(self, packet: Packet) -> bytes:
         """Validate ``packet`` and return its bytes (``\\0REQ`` magic).
@@ -164,112 +172,69 @@ class Connection:
         Raises:
             LocalProtocolError: the packet is one only a server sends, an argument is invalid
                 (empty or NUL-containing name, unique over 63 bytes, ...), or the connection is
-                closed or poisoned. Nothing is recorded: the connection stays usable.
+                closed. Nothing is recorded: the connection stays usable.
+            RemoteProtocolError: the connection is poisoned (the error again).
         """
-        if self.state is not ConnectionState.OPEN:
-            self._check()
-            raise LocalProtocolError(f"cannot send {type(packet).__name__}: connection is closed")
+        if self._state is not _OPEN:
+            if self._error is not None:
+                raise type(self._error)(str(self._error))
+            self._check_open(type(packet).__name__)
         cls = type(packet)
         if cls not in CLIENT_SENDS:
             raise LocalProtocolError(f"{cls.__name__} is sent by servers, not clients")
         packet.validate()
         data = encode_packet(packet, REQ)
         if cls in ANSWERS:
-            self._waiting.append(packet)
+            self._pending.append(packet)
         return data
 
-    def receive_batch(self, data: bytes) -> None:
-        """The session's batch hook (``jobwire._core.InOrderClientCore.receive_batch``): this
-        core has no one-step read, so nothing is fed and the bytes go to :meth:`receive_data`."""
-        return None
+    if TYPE_CHECKING:  # the shared core's, with this core's events
 
-    def receive_data(self, data: bytes) -> None:
-        """Feed bytes from the server; ``b""`` means the server closed the connection.
+        def next_event(self) -> Packet | Answer | Unanswered | ConnectionClosed | NeedData: ...
 
-        Raises:
-            LocalProtocolError: bytes fed after ``b""`` (the rule of every jobwire core).
-                Nothing is fed; the connection is unchanged.
-        """
-        if data:
-            if self._eof:
-                raise LocalProtocolError("receive_data after EOF")
-            self._decoder.feed(data)
-        else:
-            self._eof = True
-
-    def next_event(self) -> Packet | Answer | Unanswered | ConnectionClosed | NeedData:
-        """The next event from what is buffered.
-
-        Returns:
-            :class:`Answer` for a reply to a request; :class:`Unanswered` for an OPTION_REQ the
-            server went past (the reply that did so is the next event); the bare packet for
-            NOOP, WORK_* and an unmatched ERROR; :class:`ConnectionClosed` once after EOF; else
-            :data:`NEED_DATA`.
-
-        Raises:
-            RemoteProtocolError: bad magic, unknown type, oversized or malformed packet, or a
-                reply that answers no waiting request. The connection is poisoned.
-        """
-        if self._error is not None:
-            raise type(self._error)(str(self._error))
-        packet: Packet | None = self._held
-        if packet is not None:
-            self._held = None
-        else:
-            try:
-                packet = self._decoder.next_packet()
-            except RemoteProtocolError as exc:
-                self._poison(exc)
-                raise
+    def _next_event(self) -> Packet | Answer | Unanswered | ConnectionClosed | NeedData:
+        pending = self._pending
+        if pending and type(pending[0]) is OptionReq and len(pending) > 1:
+            skipped = self._skipped_option()
+            if skipped is not None:
+                return skipped
+        packet = self._decoder.next_packet()
         if packet is None:
-            if self._eof and not self._closed_reported:
-                self._closed_reported = True
-                self.state = ConnectionState.CLOSED
-                return ConnectionClosed(len(self._waiting), self._decoder.buffered > 0)
-            return NEED_DATA
+            return self._closed() if self._eof else NEED_DATA
         cls = type(packet)
         if cls in _UNSOLICITED:
             return packet
-        waiting = self._waiting
         if cls is Error:
-            assert isinstance(packet, Error)
-            if not waiting or packet.code == b"JOB_NOT_FOUND":
+            if not pending or packet.code == b"JOB_NOT_FOUND":  # type: ignore[attr-defined]
                 return packet
-            if self._skipped_option(packet):
-                return self._pass_option(packet)
-            return Answer(waiting.popleft(), packet)
+            return Answer(pending.popleft(), packet)
+        if pending and cls in _ANSWERED_BY[type(pending[0])]:
+            return Answer(pending.popleft(), packet)
         if cls not in SERVER_SENDS:
-            error = RemoteProtocolError(f"server sent {cls.__name__}, which only clients send")
-            self._poison(error)
-            raise error
-        if self._skipped_option(packet):
-            return self._pass_option(packet)
-        if not waiting or cls not in _ANSWERED_BY[type(waiting[0])]:
-            head = type(waiting[0]).__name__ if waiting else "nothing"
-            error = RemoteProtocolError(
-                f"server sent {cls.__name__} while {head} awaited an answer"
-            )
-            self._poison(error)
-            raise error
-        return Answer(waiting.popleft(), packet)
+            raise RemoteProtocolError(f"server sent {cls.__name__}, which only clients send")
+        head = type(pending[0]).__name__ if pending else "nothing"
+        raise RemoteProtocolError(f"server sent {cls.__name__} while {head} awaited an answer")
 
-    def _skipped_option(self, reply: Packet) -> bool:
-        """Whether ``reply`` shows the server went past the OPTION_REQ heading the FIFO: it
-        cannot answer the option (OPTION_RES, or gearmand's ERROR ``UNKNOWN_OPTION``, would)
-        and another request waits behind it."""
-        waiting = self._waiting
-        if len(waiting) < 2 or type(waiting[0]) is not OptionReq:
-            return False
+    def _skipped_option(self) -> Unanswered | None:
+        """With an OPTION_REQ heading the FIFO and another request behind it: whether the next
+        reply shows the server went past the option (it cannot answer it: OPTION_RES, or
+        gearmand's ERROR ``UNKNOWN_OPTION``, would). Then the option is reported
+        :class:`Unanswered` and the reply left in the buffer, to answer the next request on the
+        next call; else ``None`` and nothing is consumed."""
+        reply = self._decoder.peek_packet()
+        if reply is None:
+            return None
         if isinstance(reply, Error):
-            return reply.code != b"UNKNOWN_OPTION"
-        return type(reply) is not OptionRes
+            if reply.code == b"UNKNOWN_OPTION" or reply.code == b"JOB_NOT_FOUND":
+                return None
+        elif type(reply) is OptionRes or type(reply) in _UNSOLICITED or (
+            type(reply) not in SERVER_SENDS
+        ):
+            return None  # the option's answer, an unasked packet, or an error to raise
+        return Unanswered(self._pending.popleft())
 
-    def _pass_option(self, reply: Packet) -> Unanswered:
-        """Report the skipped option; ``reply`` is matched against the next request on the
-        next call."""
-        self._held = reply
-        return Unanswered(self._waiting.popleft())
-
-    def _poison(self, exc: RemoteProtocolError) -> None:
-        self._error = exc
-        self.state = ConnectionState.ERROR
+    def _closed(self) -> ConnectionClosed | NeedData:
+        if self._state is ConnectionState.CLOSED:
+            return NEED_DATA  # reported once
+        self._state = ConnectionState.CLOSED
+        return ConnectionClosed(len(self._pending), bool(self._buffer))

@@ -1,17 +1,19 @@
 """The base of a client-role Sans-IO core for a protocol answered strictly in order.
 
-beanstalk, Workq and Redis share everything but the parsing of a reply: a receive buffer (strict
-CRLF), the FIFO of commands awaiting replies, end of input (``receive_data(b"")``; bytes fed after
-it raise ``LocalProtocolError``, as in Gearman's core and h11), and the rule that a protocol error
-poisons the connection (every later call raises it again). A protocol's ``Connection`` subclasses
-:class:`InOrderClientCore` and writes ``send``, ``_next_event`` and ``_closed``.
+beanstalk, Workq, Redis and Gearman (its binary and its admin text protocol) share everything
+but the parsing of a reply: a receive buffer (:class:`~jobwire._buffer.ReceiveBuffer`; each
+protocol frames its own messages in it), the FIFO of commands awaiting replies, end of input
+(``receive_data(b"")``; bytes fed after it raise ``LocalProtocolError``, as in h11), and the
+rule that a protocol error poisons the connection (every later call raises it again). A
+protocol's ``Connection`` subclasses :class:`InOrderClientCore` and writes ``send``,
+``_next_event`` and ``_closed``.
 """
 
 from __future__ import annotations
 
 import enum
 from collections import deque
-from typing import Any
+from typing import Any, ClassVar
 
 from ._buffer import ReceiveBuffer
 from ._events import NEED_DATA
@@ -41,6 +43,13 @@ class InOrderClientCore:
     """Buffer, FIFO, end of input and poisoning; no I/O, not thread-safe."""
 
     __slots__ = ("_buffer", "_closed_reason", "_eof", "_error", "_pending", "_state")
+
+    #: Whether bytes that arrived while the session was idle (nothing in flight) are read with
+    #: no command awaiting a reply (``jobwire._session.FifoSession.receive_early``), so that a
+    #: reply among them is this core's ``RemoteProtocolError`` rather than the answer to the
+    #: command sent next. False for a core whose server also sends unasked events that the
+    #: core routes itself (Gearman's NOOP and WORK_*): it reads them as any bytes.
+    early_replies_refused: ClassVar[bool] = True
 
     def __init__(self) -> None:
         self._buffer = ReceiveBuffer()
@@ -110,7 +119,7 @@ class InOrderClientCore:
                 self._error = exc
                 raise
         if self._error is not None:
-            raise RemoteProtocolError(str(self._error))
+            raise type(self._error)(str(self._error))
         if self._state is ConnectionState.CLOSED:
             return self._closed()
         try:
@@ -125,5 +134,6 @@ class InOrderClientCore:
         raise NotImplementedError
 
     def _closed(self) -> Any:
-        """Enter CLOSED and return the protocol's ``ConnectionClosed``."""
+        """Enter CLOSED and return the protocol's ``ConnectionClosed`` (also called in state
+        CLOSED, on every later ``next_event``)."""
         raise NotImplementedError

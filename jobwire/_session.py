@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from ._core import InOrderClientCore
 from ._events import NEED_DATA
 from ._pending import Pending
 from .errors import ConnectionLost, JobwireError, RemoteProtocolError
@@ -144,12 +143,13 @@ class FifoSession(Generic[P]):
     def receive_early(self, data: bytes) -> None:
         """Feed bytes that were received before the requests now queued were sent (the
         transport read them just before sending, the session having been :attr:`idle`): they
-        can answer none of those requests. An in-order core (beanstalk, Workq, Redis) reads
-        them with nothing awaiting a reply: a reply is its ``RemoteProtocolError``, which
-        fails the connection and every request (a Redis push is still dispatched). Other cores
-        (Gearman's, which routes unsolicited packets itself) get them as any bytes."""
+        can answer none of those requests. A core with ``early_replies_refused`` (beanstalk,
+        Workq, Redis, Gearman's admin core: ``jobwire._core.InOrderClientCore``) reads them
+        with nothing awaiting a reply: a reply is its ``RemoteProtocolError``, which fails the
+        connection and every request (a Redis push is still dispatched). A core without it
+        (Gearman's, which routes unsolicited packets itself) gets them as any bytes."""
         conn = self.conn
-        if self.broken is not None or not isinstance(conn, InOrderClientCore):
+        if self.broken is not None or not getattr(conn, "early_replies_refused", False):
             self.receive_data(data)
             return
         awaiting, conn._pending = conn._pending, deque()  # the requests not sent yet

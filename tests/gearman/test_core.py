@@ -21,6 +21,7 @@ from gearman_client._admin import (
     CreateFunction,
     DropFunction,
     GetPid,
+    LineTooLong,
     MaxQueue,
     PriorityStatusCommand,
     ShowJobs,
@@ -38,7 +39,7 @@ from gearman_client._admin import (
 from gearman_client._events import NEED_DATA, Answer, ConnectionClosed, Unanswered, WrongMagic
 from gearman_client._protocol import CLIENT_SENDS, SERVER_SENDS, Connection
 from gearman_client._server_protocol import AdminLine, ServerConnection
-from gearman_client._session import GearmanSession
+from gearman_client._session import AdminSession, GearmanSession
 from gearman_client.errors import JobFailed, QueueFull, ServerError
 from jobwire._core import ConnectionState
 from jobwire.errors import ConnectionLost, LocalProtocolError, RemoteProtocolError
@@ -819,6 +820,94 @@ def test_a_reply_past_a_skipped_option_that_fits_nothing_names_the_next_request(
     with pytest.raises(RemoteProtocolError, match="JobCreated while EchoReq"):
         conn.next_event()
 
+
+def test_a_skipped_options_reply_stays_buffered_until_the_next_call() -> None:
+    conn = Connection()
+    conn.send(pk.OptionReq(b"exceptions"))
+    conn.send(pk.SubmitJobBg(b"f", b"", b"a"))
+    conn.receive_data(res(pk.JobCreated(b"H:x:1")))
+    conn.receive_data(b"")
+    assert conn.next_event() == Unanswered(pk.OptionReq(b"exceptions"))
+    assert conn._buffer  # the reply is still there, EOF or not
+    assert drain(conn) == [
+        Answer(pk.SubmitJobBg(b"f", b"", b"a"), pk.JobCreated(b"H:x:1")),
+        ConnectionClosed(0, False),
+    ]
+
+
+def test_peek_packet_leaves_the_packet_for_next_packet() -> None:
+    data = res(pk.Error(b"UNKNOWN_OPTION", b"no"))
+    decoder = pk.PacketDecoder(pk.RES)
+    decoder.feed(data[:-1])
+    assert decoder.peek_packet() is None
+    decoder.feed(data[-1:])
+    assert decoder.peek_packet() == decoder.peek_packet() == pk.Error(b"UNKNOWN_OPTION", b"no")
+    assert decoder.buffered == len(data)
+    assert decoder.next_packet() == pk.Error(b"UNKNOWN_OPTION", b"no")
+    assert decoder.buffered == 0 and decoder.peek_packet() is None
+    decoder.feed(b"\0BAD")
+    with pytest.raises(RemoteProtocolError, match="bad magic"):
+        decoder.peek_packet()
+
+
+# -- what the shared core (jobwire._core.InOrderClientCore) gives both cores -----------------------
+
+
+def test_both_cores_report_the_close_once_then_need_data() -> None:
+    conn = Connection()
+    conn.send(pk.EchoReq(b"e"))
+    conn.receive_data(res(pk.EchoRes(b"e"))[:-1])
+    conn.receive_data(b"")
+    admin = AdminConnection()
+    admin.send(Status())
+    admin.receive_data(b"f\t1\t0\t1\n")
+    admin.receive_data(b"")
+    for core in (conn, admin):
+        assert core.next_event() == ConnectionClosed(1, True)
+        assert [core.next_event() for _ in range(3)] == [NEED_DATA] * 3
+        assert core.state is ConnectionState.CLOSED
+    with pytest.raises(LocalProtocolError):
+        conn.send(pk.EchoReq(b"e"))
+    with pytest.raises(LocalProtocolError):
+        admin.send(Version())
+
+
+def test_the_admin_cores_poison_is_raised_again_as_it_was() -> None:
+    conn = AdminConnection()
+    conn.send(Verbose())
+    conn.receive_data(b"x" * 70000)
+    for call in (conn.next_event, conn.next_event, lambda: conn.send(Verbose())):
+        with pytest.raises(LineTooLong):
+            call()
+    assert conn.state is ConnectionState.ERROR
+
+
+def test_early_bytes_go_to_gearmans_core_as_any_bytes() -> None:
+    """What arrived while the session was idle: a WORK_COMPLETE for a job this connection
+    submitted still completes it (Gearman's core routes unasked packets), and the request
+    queued meanwhile still gets its own answer."""
+    session = GearmanSession()
+    job = session.submit(pk.SubmitJob(b"f", b"", b"x"))
+    session.receive_data(_res(pk.JobCreated(b"H:1")))
+    assert session.idle
+    echo = session.request(pk.EchoReq(b"e"))
+    session.receive_early(_res(pk.Noop(), pk.WorkComplete(b"H:1", b"r")))
+    assert job.result() == b"r" and not echo.done and session.broken is None
+    session.receive_data(_res(pk.EchoRes(b"e")))
+    assert echo.result() == pk.EchoRes(b"e")
+
+
+def test_an_early_admin_line_answers_nothing() -> None:
+    """The admin protocol is answered strictly in order and sends nothing unasked: a line that
+    arrived while nothing was in flight is refused (issue 19's rule), not taken as the answer
+    to the command queued next."""
+    session = AdminSession()
+    assert session.idle
+    version = session.request(Version())
+    session.receive_early(b"OK 0.0-stale\n")
+    assert isinstance(session.broken, RemoteProtocolError)
+    with pytest.raises(RemoteProtocolError, match="no command waiting"):
+        version.result()
 
 def test_an_empty_status_progress_reads_as_zero() -> None:
     # gear.Server's STATUS_RES for a job that never sent WORK_STATUS: numerator and denominator
