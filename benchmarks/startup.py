@@ -18,8 +18,9 @@ bare process's (target: at most 1.5x for the bundled servers).
 Rows:
 
 * ``bare``: ``python -c`` with ``socket`` alone: the interpreter's start, the floor.
-* ``bare+anyio``: the same after ``import anyio._backends._asyncio``: the start of any server
-  on anyio's asyncio backend, before a line of the server (what no import trimming can remove).
+* ``bare+anyio``: the same after ``import anyio._backends._asyncio``: what a server on anyio's
+  asyncio backend pays before a line of it runs (the bundled servers did, until they answered
+  on a ``selectors`` loop: ``jobwire._serving``).
 * ``beanstalk``, ``gearman``, ``workq``: ``python -m <package>.server`` on the port.
 * the same three with ``(.py)``: the project's own modules compiled at every start (no cached
   bytecode for them, as with ``PYTHONDONTWRITEBYTECODE=1`` and a source checkout; the standard

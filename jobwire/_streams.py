@@ -305,15 +305,12 @@ class AsyncStream:
     That is most of the async clients' time on loopback.
     """
 
-    __slots__ = ("_loop", "_reader", "_sock", "_spurious", "address", "waits")
+    __slots__ = ("_loop", "_reader", "_sock", "_spurious", "address")
 
     def __init__(self, sock: socket.socket, address: Address) -> None:
         sock.setblocking(False)
         self._sock = sock
         self.address = address
-        #: How often a receive or send had to wait on the event loop (other tasks ran then):
-        #: the servers' :class:`~jobwire._serving.Turn` starts a new turn after one.
-        self.waits = 0
         # On asyncio the socket stays registered with the loop between waits (add_reader and
         # remove_reader are two epoll_ctl calls and selector bookkeeping on every wait through
         # anyio.wait_readable): the loop it is registered with, the future the reading task
@@ -399,7 +396,6 @@ class AsyncStream:
                 except OSError as exc:
                     raise ConnectionLost(f"receive from {self.address}: {exc}") from exc
             tried = False
-            self.waits += 1
             loop = asyncio_loop()
             try:
                 if loop is None:
@@ -513,7 +509,6 @@ class AsyncStream:
         while view:
             view = view[self.send_nowait(view) :]  # type: ignore[arg-type]
             if view:
-                self.waits += 1
                 try:
                     await anyio.wait_writable(self._sock)
                 except (anyio.ClosedResourceError, OSError, ValueError) as exc:
@@ -667,7 +662,6 @@ class AsyncTLSStream(AsyncStream):
         while self._out:
             self._send_out()
             if self._out:
-                self.waits += 1
                 try:
                     await anyio.wait_writable(self._sock)
                 except (anyio.ClosedResourceError, OSError, ValueError) as exc:

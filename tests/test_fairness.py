@@ -1,6 +1,7 @@
 """One flooding connection must not keep the others waiting (issue 19): each bundled server runs
 one connection's commands for a bounded turn (``jobwire._serving.Turn``: at most ``TURN``
-commands or ``TURN_SECONDS``) before the others get a turn.
+commands or ``TURN_SECONDS``) before the others get a turn (the connection waits on the loop's
+"ready again" list meanwhile).
 
 Each test fills connection A's socket with K pipelined commands while the server is stopped
 (SIGSTOP), lets it go (SIGCONT), and once A's first replies arrive (the server is busy with
@@ -10,7 +11,7 @@ B's (measured: K of K, every run, on all three servers). The check is an order, 
 when B's answer arrives, A has had fewer than half of its K replies (with the rule, one or two
 reads' worth: 200-8,200 in our runs).
 
-The servers run as subprocesses (``jobwire.testing``), on the asyncio backend as they ship.
+The servers run as subprocesses (``jobwire.testing``), as they ship.
 """
 
 from __future__ import annotations
@@ -27,12 +28,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol
 
-import anyio
 import pytest
 
 from jobwire import _serving as serving
-from jobwire._streams import AsyncStream
-from jobwire._url import UnixAddress
 from jobwire.testing import start_beanstalk, start_gearman, start_workq
 
 #: Commands A floods with (0.4-2.3 MB: the kernel holds them all while the server is stopped).
@@ -180,50 +178,21 @@ def test_a_connection_is_answered_while_another_floods_the_server(name: str) -> 
 # -- the turn itself ---------------------------------------------------------------------------
 
 
-@pytest.fixture
-def stream_pair() -> Iterator[tuple[AsyncStream, socket.socket]]:
-    """A jobwire stream on one end of a real socket pair, and the other end."""
-    ours, theirs = socket.socketpair()
-    try:
-        yield AsyncStream(ours, UnixAddress("pair")), theirs
-    finally:
-        ours.close()
-        theirs.close()
-
-
-def test_a_turn_ends_after_its_count(monkeypatch: pytest.MonkeyPatch,
-                                     stream_pair: tuple[AsyncStream, socket.socket]) -> None:
+def test_a_turn_ends_after_its_count(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(serving, "TURN_SECONDS", 3600.0)  # only the count can end it here
-    turn = serving.Turn(stream_pair[0])
+    turn = serving.Turn()
+    turn.begin()
     assert [turn.ran() for _ in range(serving.TURN)] == [False] * (serving.TURN - 1) + [True]
-    turn = serving.Turn(stream_pair[0])
-    assert turn.read(serving.TURN_READ_UNIT * (serving.TURN - 1)) is False
+    turn.begin(serving.TURN_READ_UNIT * (serving.TURN - 1))
     assert turn.ran() is True  # a large read takes its share of the turn
+    turn.begin()  # the next turn has its whole count again
+    assert [turn.ran() for _ in range(serving.TURN - 1)] == [False] * (serving.TURN - 1)
 
 
-def test_a_turn_ends_after_its_time(stream_pair: tuple[AsyncStream, socket.socket]) -> None:
-    turn = serving.Turn(stream_pair[0])
+def test_a_turn_ends_after_its_time() -> None:
+    turn = serving.Turn()
+    turn.begin()
     ends = time.monotonic() + serving.TURN_SECONDS
     while time.monotonic() < ends:  # one slow command: the turn's time passes
         pass
     assert turn.ran() is True
-
-
-@pytest.mark.anyio
-async def test_a_wait_on_the_loop_begins_a_new_turn(
-        monkeypatch: pytest.MonkeyPatch, stream_pair: tuple[AsyncStream, socket.socket]) -> None:
-    monkeypatch.setattr(serving, "TURN_SECONDS", 3600.0)
-    stream, peer = stream_pair
-    turn = serving.Turn(stream)
-    for _ in range(serving.TURN - 1):
-        assert turn.ran() is False
-    async with anyio.create_task_group() as group:
-        group.start_soon(stream.receive)  # nothing there yet: it waits on the loop
-        await anyio.wait_all_tasks_blocked()
-        peer.sendall(b"x")
-    assert stream.waits >= 1
-    assert turn.read(1) is False  # the others ran meanwhile: a whole new turn
-    assert [turn.ran() for _ in range(serving.TURN - 1)] == [False] * (serving.TURN - 1)
-    assert turn.ran() is True
-    await turn.next()
-    assert turn.ran() is False

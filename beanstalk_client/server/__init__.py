@@ -1,4 +1,4 @@
-"""The bundled beanstalk server: a beanstalkd 1.12-compatible server written on anyio.
+"""The bundled beanstalk server: a beanstalkd 1.12-compatible server.
 
 For tests and development, not production (no binlog). Start it from async code with
 :func:`serve`, from sync code with :func:`run_server`, or from a shell with
@@ -11,7 +11,7 @@ For tests and development, not production (no binlog). Start it from async code 
         ...
 
 The names load on first use (:mod:`jobwire._lazy`), so that ``python -m
-beanstalk_client.server`` can listen before it imports anyio and the server.
+beanstalk_client.server`` can listen before it imports the server.
 """
 
 from __future__ import annotations

@@ -13,8 +13,11 @@ Flags of its own, off by default as beanstalkd has none of them (``jobwire._list
 Why it listens first: beanstalkd listens a few milliseconds after it starts, and test suites
 rely on it (greenstalk's spawns it and connects 0.1 s later, once, with no retry). So this
 module parses the flags, binds and listens with the standard library alone
-(``jobwire._listen``), and only then imports anyio and the server; a client that connects
-meanwhile waits in the kernel's accept queue and is served a moment later.
+(``jobwire._listen``), and only then imports what answering needs: the serving loop
+(``jobwire._serving``, on ``selectors``), the state and the protocol core. Neither asyncio nor
+anyio is imported, nor ``ssl`` without TLS flags, nor ``logging`` without ``-V`` (unless a
+warning must be shown); a client that connects meanwhile waits in the kernel's accept queue
+and is served a moment later.
 
 Signals as in beanstalkd: SIGUSR1 enters drain mode (``put`` answers DRAINING); SIGTERM and
 SIGINT close every connection and exit with status 0 (also when they come while the server is
@@ -24,7 +27,6 @@ connections to stderr.
 
 from __future__ import annotations
 
-import argparse
 import signal
 import socket
 import sys
@@ -34,8 +36,10 @@ from typing import TYPE_CHECKING
 
 from jobwire._listen import (
     Limits,
+    ServerParser,
     add_server_arguments,
     byte_size,
+    close_unix,
     server_options,
     tcp_sockets,
     unix_socket,
@@ -51,8 +55,8 @@ DEFAULT_PORT = 11300
 PROG = "beanstalk_client.server"
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def _parser() -> ServerParser:
+    parser = ServerParser(
         prog="python -m beanstalk_client.server",
         description="A beanstalkd 1.12-compatible server (jobwire's bundled reference server).",
     )
@@ -89,7 +93,7 @@ def _signals() -> list[signal.Signals]:
     return wanted
 
 
-async def _run(
+def _serve(
     sockets: list[socket.socket],
     unix_path: str | None,
     max_job_size: int,
@@ -98,34 +102,34 @@ async def _run(
     ssl_context: ssl.SSLContext | None,
     max_memory: int | None,
 ) -> None:
-    import logging
+    """Serve in this thread until SIGTERM or SIGINT (the loop, the state and the core: nothing
+    else is imported before the first command is answered)."""
+    from ._serve import log, make_loop
 
-    import anyio
+    try:
+        loop, state = make_loop(sockets, max_job_size=max_job_size, limits=limits,
+                                ssl_context=ssl_context, max_memory=max_memory)
 
-    from ._serve import serve_listening
-
-    logger = logging.getLogger(PROG)
-    with anyio.open_signal_receiver(*_signals()) as signals:
-        async with serve_listening(
-            sockets, unix_path=unix_path, max_job_size=max_job_size, limits=limits,
-            ssl_context=ssl_context, max_memory=max_memory,
-        ) as server:
-
-            def stops(signum: int) -> bool:
+        def on_step() -> None:
+            while early:  # what the handlers kept, also before the loop ran
+                signum = early.pop(0)
                 if signum == getattr(signal, "SIGUSR1", None):
-                    server.drain()
-                    logger.info("SIGUSR1: entering drain mode")
-                    return False
-                logger.info("%s: shutting down", signal.Signals(signum).name)
-                return True
+                    state.draining = True
+                    log.info("SIGUSR1: entering drain mode")
+                else:
+                    log.info("%s: shutting down", signal.Signals(signum).name)
+                    loop.stop()
 
-            # The receiver replaced the handler main() installed before binding: what that
-            # one kept while the server was starting comes first.
-            if any(stops(signum) for signum in early):
-                return
-            async for signum in signals:
-                if stops(signum):
-                    return
+        signal.set_wakeup_fd(loop.wake_fd, warn_on_full_buffer=False)
+        try:
+            loop.run(on_step)
+        finally:
+            signal.set_wakeup_fd(-1)
+    finally:
+        if unix_path is not None:
+            close_unix(sockets[0], unix_path)
+        for sock in sockets:
+            sock.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -161,8 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: cannot load the TLS certificate: {exc}", file=sys.stderr)
         return 1
 
-    # Signals that come before the event loop takes them over are kept, not left to their
-    # default action (SIGUSR1's would kill the process).
+    # Signals are kept, not left to their default action (SIGUSR1's would kill the process),
+    # and acted on by the loop (also those that came before it ran).
     early: list[int] = []
 
     def keep(signum: int, frame: FrameType | None) -> None:
@@ -176,19 +180,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: cannot listen on {args.listen}: {exc}", file=sys.stderr)
         return 1
 
-    # Listening: now what serving needs (anyio, the protocol, the state).
-    import logging
-
-    import anyio
-
+    # Listening: now what serving needs (the loop, the protocol, the state).
     from jobwire._heap import freeze_survivors
 
     if args.verbose:
+        import logging
+
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format=f"{PROG}[%(process)d]: %(message)s")
     freeze_survivors()  # full collections would stop the flooded server (jobwire._heap)
-    anyio.run(_run, sockets, unix_path, max_job_size, early, limits, ssl_context,
-              args.max_memory, backend="asyncio")
+    _serve(sockets, unix_path, max_job_size, early, limits, ssl_context, args.max_memory)
     return 0
 
 

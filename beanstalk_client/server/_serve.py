@@ -1,55 +1,40 @@
-"""The bundled server's I/O: listeners, one task per connection, one scheduler task.
+"""The bundled server's I/O: its session on the shared serving loop (``jobwire._serving``).
 
-Everything that decides anything lives in ``_state.py`` (no awaits) and ``_server_protocol.py``
-(framing); this module only moves bytes and time between them. Why it is shaped this way:
+Everything that decides anything lives in ``_state.py`` (no I/O) and ``_server_protocol.py``
+(framing); this module only binds them to a connection of the loop. Why it is shaped this way:
 
-* **One send per read chunk.** A connection task reads a chunk, runs every complete command in
-  it, and writes all the replies with a single ``send``. Pipelined clients then cost one
-  syscall per chunk instead of one per command, which is what keeps pipelined ``put``
-  throughput within reach of the C server. Replies past 256 KiB are sent (and their sending
-  waited for) before the next command runs: a client that never reads is not read either,
-  as with beanstalkd, rather than growing the server (``jobwire._serving``).
+* **One send per read.** A connection's commands read at once are answered and the replies
+  written with a single ``send``. Pipelined clients then cost one syscall per read instead of
+  one per command, which is what keeps pipelined ``put`` throughput within reach of the C
+  server. Past 256 KiB of unsent replies the connection's commands stop and it is not read
+  until the kernel took them: a client that never reads is not read either, as with
+  beanstalkd, rather than growing the server.
 * **Strict order per connection.** beanstalkd answers one connection's commands in order and
-  reads nothing new while a reserve waits. Here, while a reserve waits, the task flushes the
-  replies so far and then only *buffers* what the client sends (up to a cap), so that it can
-  notice a half-close (answered TIMED_OUT, as beanstalkd does) or a vanished peer; the
-  buffered commands run after the reserve is answered.
-* **No polling.** A single scheduler task sleeps until the state's earliest timer (TTR,
-  delay, reserve timeout, DEADLINE_SOON, unpause). The state calls ``on_timer`` when a new
-  timer is earlier than every other one, which wakes the scheduler through an ``anyio.Event``.
-  Commands also fire due timers themselves, so the answer never depends on the scheduler
-  having run first.
-* **Isolation.** A connection task never lets an exception out (the task group would take the
-  whole server down with it); accept errors such as EMFILE are logged and retried.
+  reads nothing new while a reserve waits. Here, while a reserve waits, the replies so far are
+  sent and what the client sends is only *buffered* (up to a cap), so that a half-close
+  (answered TIMED_OUT, as beanstalkd does) or a vanished peer is noticed; the buffered
+  commands run after the reserve is answered.
+* **No polling.** The loop sleeps until the state's earliest timer (TTR, delay, reserve
+  timeout, DEADLINE_SOON, unpause) or the next input. Commands also fire due timers
+  themselves, so the answer never depends on the loop having fired them first.
 * **Limits and TLS** (``max_connections``, ``idle_timeout``, ``line_timeout``, ``ssl_context``;
-  all off by default, as beanstalkd has none): ``jobwire._serving`` applies them the same way
-  in all three bundled servers.
+  all off by default, as beanstalkd has none): the loop applies them the same way in all three
+  bundled servers.
+
+``python -m beanstalk_client.server`` runs the loop of :func:`make_loop` in its main thread;
+:func:`serve` and :func:`run_server` run it in a thread of their own.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import socket
-import ssl
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
-
-import anyio
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from jobwire._listen import Limits, close_unix, tcp_sockets, unix_socket
-from jobwire._serving import (
-    CLOSE,
-    Gate,
-    InOrderConnection,
-    Scheduler,
-    ServeConnection,
-    accept_loop,
-    close_listening,
-    peer_name,
-)
-from jobwire._streams import AsyncStream
-from jobwire._url import Address, TCPAddress, UnixAddress
+from jobwire._serving import CLOSE, Connection, InOrderSession, Log, Loop, running, running_async
 
 from .._commands import Put, Quit
 from .._events import ConnectionClosed, Reply
@@ -57,25 +42,35 @@ from .._server_protocol import BadRequest, ServerConnection
 from . import MAX_JOB_SIZE_LIMIT
 from ._state import ConnState, ServerState
 
-__all__ = ["Server", "run_server", "serve", "serve_listening"]
+if TYPE_CHECKING:
+    import ssl
 
-logger = logging.getLogger("beanstalk_client.server")
+    from jobwire._url import Address
+
+__all__ = ["Server", "make_loop", "run_server", "serve", "serve_listening"]
+
+log = Log("beanstalk_client.server")
 # While a reserve waits, buffer at most this much of what the client sends after it.
 _WAIT_BUFFER_CAP = 1 << 20
+T = TypeVar("T")
 
 
 class Server:
     """A running bundled beanstalk server (what :func:`serve` and :func:`run_server` yield)."""
 
-    def __init__(self, state: ServerState, address: Address) -> None:
-        #: The shared state: tubes, jobs, connections. Touch it only from the server's loop.
+    def __init__(self, state: ServerState, address: Address, loop: Loop) -> None:
+        #: The shared state: tubes, jobs, connections. It belongs to the server's thread:
+        #: read or change it through :meth:`call`.
         self.state = state
         #: Where the server listens.
         self.address = address
+        self._loop = loop
 
     @property
     def url(self) -> str:
         """A URL for the client, e.g. ``beanstalk://127.0.0.1:11300`` or ``unix:///tmp/bs``."""
+        from jobwire._url import UnixAddress
+
         if isinstance(self.address, UnixAddress):
             return f"unix://{self.address.path}"
         return f"beanstalk://{self.address}"
@@ -97,52 +92,109 @@ class Server:
         """
         self.state.draining = True
 
+    def call(self, function: Callable[[], T]) -> T:
+        """Run ``function`` on the server's thread and return its result (or raise its
+        exception): how another thread reads or changes :attr:`state` safely, e.g.
+        ``server.call(lambda: server.state.connections)``."""
+        return self._loop.call(function)
+
     def __repr__(self) -> str:
         return f"<Server {self.url}>"
 
 
-class _Connection(InOrderConnection):
-    """One client: beanstalkd's rules on the shared in-order connection loop."""
+class _Session(InOrderSession):
+    """One client: beanstalkd's rules on the shared in-order session."""
 
-    conn: ConnState
+    record: ConnState
 
-    def __init__(
-        self, stream: AsyncStream, state: ServerState, peer: str, limits: Limits
-    ) -> None:
-        super().__init__(
-            stream, peer, clock=time.monotonic, logger=logger, wait_buffer_cap=_WAIT_BUFFER_CAP,
-            limits=limits,
-        )
+    def __init__(self, conn: Connection, state: ServerState) -> None:
         self.state = state
         self.proto = ServerConnection(max_job_size=state.max_job_size)
+        super().__init__(conn, time.monotonic)
 
     def open(self, now: float) -> ConnState:
         return self.state.connect(now)
 
     def answer(self, event: object, now: float) -> Reply | object | None:
         if type(event) is Put:  # the common case first
-            return self.state.execute(self.conn, event, now)
+            return self.state.execute(self.record, event, now)
         if isinstance(event, BadRequest):
-            return self.state.bad_request(self.conn, event.code, now, event.counted)
+            return self.state.bad_request(self.record, event.code, now, event.counted)
         if isinstance(event, (ConnectionClosed, Quit)):
             return CLOSE
-        return self.state.execute(self.conn, event, now)  # type: ignore[arg-type]
+        return self.state.execute(self.record, event, now)  # type: ignore[arg-type]
 
     def peer_closed(self, now: float) -> None:
-        self.state.half_close(self.conn, now)  # a waiting reserve gets TIMED_OUT
+        self.state.half_close(self.record, now)  # a waiting reserve gets TIMED_OUT
 
-    def close(self, now: float) -> None:
-        self.state.disconnect(self.conn, now)
+    def close(self) -> None:
+        self.state.disconnect(self.record, time.monotonic())
 
     def busy(self) -> bool:
-        return bool(self.conn.reserved)  # a worker busy with its jobs is not idle
+        return bool(self.record.reserved)  # a worker busy with its jobs is not idle
 
 
-def _serving(state: ServerState, limits: Limits) -> ServeConnection:
-    async def serve_connection(stream: AsyncStream) -> None:
-        await _Connection(stream, state, peer_name(stream), limits).run()
+def make_loop(
+    sockets: Sequence[socket.socket],
+    *,
+    max_job_size: int = 65535,
+    limits: Limits | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+    max_memory: int | None = None,
+) -> tuple[Loop, ServerState]:
+    """The serving loop of a server on ``sockets`` (listening), and its state.
 
-    return serve_connection
+    Raises:
+        ValueError: ``max_job_size`` or ``max_memory`` is out of range.
+    """
+    _check_max_job_size(max_job_size)
+    state = ServerState(time.monotonic(), max_job_size=max_job_size, max_memory=max_memory)
+    loop = Loop(
+        sockets, lambda conn: _Session(conn, state), clock=time.monotonic,
+        advance=state.advance, next_deadline=state.next_deadline, log=log, limits=limits,
+        ssl_context=ssl_context, wait_buffer_cap=_WAIT_BUFFER_CAP,
+    )
+    return loop, state
+
+
+@contextlib.contextmanager
+def _started(
+    sockets: Sequence[socket.socket],
+    unix_path: str | None,
+    max_job_size: int,
+    limits: Limits | None,
+    ssl_context: ssl.SSLContext | None,
+    max_memory: int | None,
+) -> Iterator[Server]:
+    """The :class:`Server` on ``sockets``, which it takes over: they are closed on exit (and
+    ``unix_path``, the file of a unix socket, removed)."""
+    from jobwire._url import TCPAddress, UnixAddress
+
+    with contextlib.ExitStack() as stack:
+        address: Address
+        if unix_path is not None:
+            stack.callback(close_unix, sockets[0], unix_path)
+            address = UnixAddress(unix_path)
+        else:
+            for sock in sockets:
+                stack.callback(sock.close)
+            bound = sockets[0].getsockname()
+            address = TCPAddress(str(bound[0]), int(bound[1]))
+        loop, state = make_loop(sockets, max_job_size=max_job_size, limits=limits,
+                                ssl_context=ssl_context, max_memory=max_memory)
+        log.info("listening on %s", address)
+        yield Server(state, address, loop)
+
+
+def _bind(
+    host: str, port: int, unix_path: str | None, max_job_size: int, max_memory: int | None
+) -> list[socket.socket]:
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port must be in 0..65535, got {port}")
+    _check_max_job_size(max_job_size)  # before anything is bound
+    if max_memory is not None and max_memory < 1:
+        raise ValueError(f"max_memory must be at least 1, got {max_memory}")
+    return [unix_socket(unix_path)] if unix_path is not None else tcp_sockets(host, port)
 
 
 @contextlib.asynccontextmanager
@@ -158,7 +210,8 @@ async def serve(
     ssl_context: ssl.SSLContext | None = None,
     max_memory: int | None = None,
 ) -> AsyncIterator[Server]:
-    """Run a beanstalkd 1.12-compatible server while the ``async with`` block runs.
+    """Run a beanstalkd 1.12-compatible server while the ``async with`` block runs (in a
+    thread of its own; asyncio and trio alike).
 
     Args:
         host: the address to listen on (ignored with ``unix_path``); a name that resolves to
@@ -173,7 +226,7 @@ async def serve(
         line_timeout: close a connection whose command (line and body) takes longer than
             this many seconds to arrive once its first byte has.
         ssl_context: serve TLS with this server-side context (see
-            ``jobwire._serving.server_tls_context``).
+            ``jobwire._listen.server_tls_context``).
         max_memory: bytes the stored jobs may take (body and a fixed overhead each); a
             ``put`` past it is answered ``OUT_OF_MEMORY``, until deletes free enough.
 
@@ -184,13 +237,8 @@ async def serve(
         ValueError: ``port``, ``max_job_size`` or a limit is out of range.
         OSError: the address cannot be bound.
     """
-    if not 0 <= port <= 65535:
-        raise ValueError(f"port must be in 0..65535, got {port}")
-    _check_max_job_size(max_job_size)  # before anything is bound
-    if max_memory is not None and max_memory < 1:
-        raise ValueError(f"max_memory must be at least 1, got {max_memory}")
     limits = Limits(max_connections, idle_timeout, line_timeout)
-    sockets = [unix_socket(unix_path)] if unix_path is not None else tcp_sockets(host, port)
+    sockets = _bind(host, port, unix_path, max_job_size, max_memory)
     async with serve_listening(
         sockets, unix_path=unix_path, max_job_size=max_job_size, limits=limits,
         ssl_context=ssl_context, max_memory=max_memory,
@@ -208,44 +256,15 @@ async def serve_listening(
     ssl_context: ssl.SSLContext | None = None,
     max_memory: int | None = None,
 ) -> AsyncIterator[Server]:
-    """:func:`serve` on sockets that already listen (``python -m beanstalk_client.server``
-    binds them with ``jobwire._listen``). Takes them over: they
-    are closed on exit, and ``unix_path``, the file of a unix socket, removed.
+    """:func:`serve` on sockets that already listen (bound with ``jobwire._listen``). Takes
+    them over: they are closed on exit, and ``unix_path``, the file of a unix socket, removed.
 
     Raises:
         ValueError: ``max_job_size`` is out of range.
     """
-    _check_max_job_size(max_job_size)
-    limits = limits or Limits()
-    gate = Gate(limits, ssl_context, logger)
-    state = ServerState(time.monotonic(), max_job_size=max_job_size, max_memory=max_memory)
-    body_error: BaseException | None = None
-    with contextlib.ExitStack() as stack:
-        address: Address
-        if unix_path is not None:
-            stack.callback(close_unix, sockets[0], unix_path)
-            address = UnixAddress(unix_path)
-        else:
-            for sock in sockets:
-                stack.callback(close_listening, sock)
-            bound = sockets[0].getsockname()
-            address = TCPAddress(str(bound[0]), int(bound[1]))
-        scheduler = Scheduler(state.advance, state.next_deadline, time.monotonic, logger)
-        state.on_timer = scheduler.poke
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(scheduler.run)
-            for sock in sockets:
-                tg.start_soon(accept_loop, sock, _serving(state, limits), tg, logger, gate)
-            logger.info("listening on %s", address)
-            try:
-                yield Server(state, address)
-            except BaseException as exc:  # re-raised below as is, not wrapped in a group
-                body_error = exc
-            finally:
-                tg.cancel_scope.cancel()
-        state.on_timer = None
-    if body_error is not None:
-        raise body_error
+    with _started(sockets, unix_path, max_job_size, limits, ssl_context, max_memory) as server:
+        async with running_async(server._loop, "beanstalk server"):
+            yield server
 
 
 def _check_max_job_size(max_job_size: int) -> None:
@@ -266,10 +285,9 @@ def run_server(
     ssl_context: ssl.SSLContext | None = None,
     max_memory: int | None = None,
 ) -> Iterator[Server]:
-    """Run :func:`serve` in a background thread with its own asyncio event loop.
-
-    For synchronous code and tests: yields the :class:`Server` once it is listening, and on
-    exit closes every connection, stops the loop and joins the thread.
+    """:func:`serve` for synchronous code and tests: the server runs in a background thread;
+    yields the :class:`Server` once it is listening, and on exit closes every connection,
+    stops the loop and joins the thread.
 
     Args:
         host, port, unix_path, max_job_size, max_connections, idle_timeout, line_timeout,
@@ -278,15 +296,10 @@ def run_server(
     Raises:
         ValueError, OSError: as for :func:`serve`, raised in the calling thread.
     """
-    import anyio.from_thread  # not imported by the server process, which has no portal
-
+    limits = Limits(max_connections, idle_timeout, line_timeout)
+    sockets = _bind(host, port, unix_path, max_job_size, max_memory)
     with (
-        anyio.from_thread.start_blocking_portal(backend="asyncio") as portal,
-        portal.wrap_async_context_manager(
-            serve(host, port, unix_path=unix_path, max_job_size=max_job_size,
-                  max_connections=max_connections, idle_timeout=idle_timeout,
-                  line_timeout=line_timeout, ssl_context=ssl_context,
-                  max_memory=max_memory)
-        ) as server,
+        _started(sockets, unix_path, max_job_size, limits, ssl_context, max_memory) as server,
+        running(server._loop, "beanstalk server"),
     ):
         yield server

@@ -1,4 +1,4 @@
-"""The bundled Gearman server: a gearmand 1.1.20-compatible job server written on anyio.
+"""The bundled Gearman server: a gearmand 1.1.20-compatible job server.
 
 For tests and development, not production (no persistent queue). Start it from async code with
 :func:`serve`, from sync code with :func:`run_server`, or from a shell with
@@ -11,7 +11,7 @@ For tests and development, not production (no persistent queue). Start it from a
         ...
 
 The names load on first use (:mod:`jobwire._lazy`), so that ``python -m gearman_client.server``
-can listen before it imports anyio and the server.
+can listen before it imports the server.
 """
 
 from __future__ import annotations

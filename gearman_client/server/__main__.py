@@ -16,8 +16,9 @@ Bounds gearmand lacks: ``--max-functions N`` (100,000) and ``--max-functions-per
 (10,000), on by default, and ``--max-memory BYTES`` (stored jobs; off by default).
 
 It parses its flags, binds and listens with the standard library alone, and only then imports
-anyio and the server (as ``python -m beanstalk_client.server`` does): a client that connects
-meanwhile waits in the kernel's accept queue and is served a moment later.
+what answering needs: the serving loop (``jobwire._serving``, no asyncio or anyio), the state
+and the core (as ``python -m beanstalk_client.server`` does): a client that connects meanwhile
+waits in the kernel's accept queue and is served a moment later.
 """
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ import signal
 import socket
 import sys
 from collections.abc import Sequence
-from types import FrameType
+from types import FrameType, ModuleType
 from typing import TYPE_CHECKING
 
 from jobwire._listen import (
     Limits,
+    ServerParser,
     add_server_arguments,
     byte_size,
     server_options,
@@ -45,8 +47,8 @@ DEFAULT_PORT = 4730
 PROG = "gearman_client.server"
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def _parser() -> ServerParser:
+    parser = ServerParser(
         prog="python -m gearman_client.server",
         description="A gearmand 1.1.20-compatible job server (jobwire's bundled server).",
     )
@@ -91,45 +93,44 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def _main(
+def _serve(
     sockets: list[socket.socket],
     args: argparse.Namespace,
     early: list[int],
     limits: Limits,
     ssl_context: ssl.SSLContext | None,
 ) -> None:
-    import logging
-
-    import anyio
-
+    """Serve in this thread until SIGTERM, SIGINT or an allowed ``shutdown`` (the loop, the
+    state and the core: nothing else is imported before the first request is answered)."""
     from .._packets import DEFAULT_MAX_BODY_SIZE
-    from ._serve import serve_listening
+    from ._serve import Server, log
 
-    max_body_size = DEFAULT_MAX_BODY_SIZE if args.max_body_size is None else args.max_body_size
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async with serve_listening(
-            sockets, host=args.listen, max_body_size=max_body_size,
-            handle_prefix=args.job_handle_prefix, allow_shutdown=args.allow_shutdown,
-            limits=limits, ssl_context=ssl_context, max_functions=args.max_functions,
+    try:
+        bound = sockets[0].getsockname()
+        max_body_size = (DEFAULT_MAX_BODY_SIZE if args.max_body_size is None
+                         else args.max_body_size)
+        server = Server(
+            args.listen, int(bound[1]), max_body_size, args.job_handle_prefix, sockets=sockets,
+            allow_shutdown=args.allow_shutdown, limits=limits, ssl_context=ssl_context,
+            max_functions=args.max_functions,
             max_functions_per_connection=args.max_functions_per_connection,
             max_memory=args.max_memory,
-        ) as server:
-            logging.getLogger(PROG).info("listening on %s", server.url)
-            if early:  # SIGTERM/SIGINT while the server was starting
-                return
-            async with anyio.create_task_group() as tg:
+        )
+        log.info("listening on %s", server.url)
+        loop = server._loop
 
-                async def on_signal() -> None:
-                    async for _ in signals:
-                        tg.cancel_scope.cancel()
-                        return
+        def on_step() -> None:
+            if early:  # what the handlers kept, also before the loop ran
+                loop.stop()
 
-                async def on_shutdown() -> None:
-                    await server.wait_closed()
-                    tg.cancel_scope.cancel()
-
-                tg.start_soon(on_signal)
-                tg.start_soon(on_shutdown)
+        signal.set_wakeup_fd(loop.wake_fd, warn_on_full_buffer=False)
+        try:
+            loop.run(on_step)
+        finally:
+            signal.set_wakeup_fd(-1)
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -156,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: cannot load the TLS certificate: {exc}", file=sys.stderr)
         return 1
 
-    early: list[int] = []  # SIGTERM/SIGINT before the event loop takes them over
+    early: list[int] = []  # SIGTERM/SIGINT, kept for the loop (also before it runs)
 
     def keep(signum: int, frame: FrameType | None) -> None:
         early.append(signum)
@@ -169,19 +170,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"cannot listen on {args.listen}:{args.port}: {exc}", file=sys.stderr)
         return 1
 
-    # Listening: now what serving needs (anyio, the protocol, the state).
-    import logging
-
-    import anyio
-
+    # Listening: now what serving needs (the loop, the protocol, the state).
     from jobwire._heap import freeze_survivors
 
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else
-        logging.WARNING, stream=sys.stderr, format="%(asctime)s %(message)s",
-    )
+    def configure(logging: ModuleType) -> None:
+        logging.basicConfig(
+            level=logging.DEBUG if args.verbose > 1 else logging.INFO if args.verbose else
+            logging.WARNING, stream=sys.stderr, format="%(asctime)s %(message)s",
+        )
+
+    if args.verbose:
+        import logging
+
+        configure(logging)
+    else:  # on the first warning: logging is not imported before then
+        from ._serve import log
+
+        log.setup = configure
     freeze_survivors()  # full collections would stop the flooded server (jobwire._heap)
-    anyio.run(_main, sockets, args, early, limits, ssl_context)
+    _serve(sockets, args, early, limits, ssl_context)
     return 0
 
 

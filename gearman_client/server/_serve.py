@@ -1,64 +1,53 @@
-"""The bundled server's I/O: listeners, a reader and a writer task per connection, a scheduler.
+"""The bundled server's I/O: its session on the shared serving loop (``jobwire._serving``).
 
-Everything that decides anything lives in ``_state.py`` (no awaits) and ``_server_protocol.py``
-(framing); this module only moves bytes and time between them:
+Everything that decides anything lives in ``_state.py`` (no I/O) and ``_server_protocol.py``
+(framing); this module only binds them to a connection of the loop:
 
-* **Reader task.** Reads a chunk, runs every complete request in it against the state, and lets
-  the writer send what was produced. Bad magic, an unknown type or garbage closes that
-  connection (as gearmand does) and nothing else.
-* **A bounded share of the loop.** The reader yields to the event loop when its turn is spent
-  (``jobwire._serving.Turn``: a number of requests or a fraction of a millisecond), so
-  another connection is answered while this one floods the server.
-* **Writer task.** The state queues packets for *other* connections too (WORK_* to attached
-  clients, NOOP to sleeping workers), so each connection has one writer, woken by
-  ``Conn.notify``; it alone sends on the stream, so sends never interleave.
-* **Back-pressure.** A reader whose own connection has more than 256 KiB of replies waiting
-  stops (reads nothing more) until the writer got them out: a client that sends and never
-  reads is not read either, instead of growing the server. A worker's WORK_* packets are
-  forwarded at the pace their client reads them: the worker's reader waits while that
-  client has more than 256 KiB waiting. (NOOPs never wait: they are a few bytes, one per
-  sleep.)
-* **Scheduler.** Sleeps until the state's earliest timer (an epoch job coming due, a
-  CAN_DO_TIMEOUT running out); the state calls ``on_timer`` when a new timer is the earliest.
+* **Requests.** The bytes read are fed to the connection's core, and every complete request
+  runs against the state. Bad magic, an unknown type or garbage closes that connection (as
+  gearmand does) and nothing else.
+* **Output.** The state writes packets into the ``out`` buffer of the connections concerned,
+  *other* connections too (WORK_* to attached clients, NOOP to sleeping workers, a job to a
+  worker): that buffer is the loop's output buffer of that connection, which the loop sends
+  (``Conn.notify`` tells it there is something).
+* **A bounded share of the loop** (``jobwire._serving.Turn``: a number of requests or a
+  fraction of a millisecond), so another connection is answered while this one floods it.
+* **Back-pressure.** While a connection has more than 256 KiB of output unsent, its requests do
+  not run and it is not read: a client that sends and never reads is not read either,
+  instead of growing the server. A worker's WORK_* packets are forwarded at the pace their
+  client reads them: the worker is held while that client has more than 256 KiB unsent.
+  (NOOPs never hold anyone: they are a few bytes, one per sleep.)
+* **Timers.** The loop sleeps until the state's earliest timer (an epoch job coming due, a
+  CAN_DO_TIMEOUT running out) or the next input.
 * ``shutdown`` (only with ``allow_shutdown``) closes everything; ``shutdown graceful`` closes
   the listener and exits once the last connection has gone.
 * **Limits and TLS** (``max_connections``, ``idle_timeout``, ``line_timeout``, ``ssl_context``;
-  all off by default, as gearmand has none) are ``jobwire._serving``'s, as in the other
-  bundled servers.
+  all off by default, as gearmand has none) are the loop's, as in the other bundled servers.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
-import logging
 import socket
-import ssl
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
-
-import anyio
-import anyio.abc
-import anyio.lowlevel
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from jobwire._listen import Limits, tcp_sockets
 from jobwire._serving import (
-    BROKEN,
+    ABORT,
+    AGAIN,
+    CLOSE,
     OUTPUT_CAP,
-    Gate,
-    Scheduler,
-    TimedOut,
+    READ,
+    Connection,
+    Log,
+    Loop,
     Turn,
-    accept_loop,
-    close_listening,
-    drop_unread,
-    next_partial_since,
-    peer_name,
-    receive_within,
-    send_within,
+    running,
+    running_async,
 )
-from jobwire._streams import AsyncStream
-from jobwire._url import TCPAddress
 from jobwire.errors import RemoteProtocolError
 
 from .. import _packets as pk
@@ -72,17 +61,22 @@ from ._state import (
     ServerState,
 )
 
+if TYPE_CHECKING:
+    import ssl
+
 __all__ = ["Server", "run_server", "serve", "serve_listening"]
 
-logger = logging.getLogger("gearman_client.server")
+log = Log("gearman_client.server")
 
 #: What a worker sends about a job, forwarded to the job's clients at the pace they read.
 _FORWARDED = (pk.WorkData, pk.WorkWarning, pk.WorkStatus, pk.WorkComplete, pk.WorkFail,
               pk.WorkException)
+T = TypeVar("T")
 
 
 class Server:
-    """A running bundled server: ``url``, ``host``, ``port``, and :meth:`wait_closed`."""
+    """A running bundled server: ``url``, ``host``, ``port``, :meth:`call` and
+    :meth:`wait_closed`."""
 
     def __init__(
         self,
@@ -91,6 +85,7 @@ class Server:
         max_body_size: int,
         handle_prefix: str | None = None,
         *,
+        sockets: Sequence[socket.socket] = (),
         allow_shutdown: bool = False,
         limits: Limits | None = None,
         ssl_context: ssl.SSLContext | None = None,
@@ -102,19 +97,20 @@ class Server:
         self.port = port
         self.max_body_size = max_body_size
         self.limits = limits or Limits()
-        self.state = ServerState(on_timer=self._timer_added, handle_prefix=handle_prefix,
-                                 allow_shutdown=allow_shutdown, max_functions=max_functions,
+        #: Everything the server knows. It belongs to the server's thread: read or change it
+        #: through :meth:`call`.
+        self.state = ServerState(handle_prefix=handle_prefix, allow_shutdown=allow_shutdown,
+                                 max_functions=max_functions,
                                  max_functions_per_connection=max_functions_per_connection,
                                  max_memory=max_memory)
-        self._scheduler = Scheduler(self.state.tick, self.state.next_timer, time.time, logger)
-        self._gate = Gate(self.limits, ssl_context, logger)
         self._fds = itertools.count(10)
-        self._closed = anyio.Event()
-        self._scope = anyio.CancelScope()
-        self._sockets: list[socket.socket] = []
-        self._links: dict[Conn, _Link] = {}
         #: Connections whose output passed the cap while the current request ran.
-        self._pressed: list[_Link] = []
+        self._pressed: list[Connection] = []
+        self._loop = Loop(
+            sockets, self._session, clock=time.time, advance=self.state.tick,
+            next_deadline=self.state.next_timer, log=log, limits=self.limits,
+            ssl_context=ssl_context,
+        )
 
     @property
     def url(self) -> str:
@@ -122,169 +118,93 @@ class Server:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"gearman://{host}:{self.port}"
 
+    def call(self, function: Callable[[], T]) -> T:
+        """Run ``function`` on the server's thread and return its result (or raise its
+        exception): how another thread reads or changes :attr:`state` safely."""
+        return self._loop.call(function)
+
     async def wait_closed(self) -> None:
         """Return once the server was shut down (admin ``shutdown``)."""
-        await self._closed.wait()
+        import anyio.to_thread
 
-    def _timer_added(self) -> None:
-        self._scheduler.poke()
+        await anyio.to_thread.run_sync(self._loop.stopped.wait, abandon_on_cancel=True)
 
-    async def _serve_listener(self, sock: socket.socket) -> None:
-        async with anyio.create_task_group() as tg:
-            await accept_loop(sock, self._connection, tg, logger, self._gate)
+    def _session(self, link: Connection) -> _Session:
+        return _Session(self, link)
 
-    async def _connection(self, stream: AsyncStream) -> None:
-        address = stream.address.host if isinstance(stream.address, TCPAddress) else "unix"
-        conn = Conn(next(self._fds), address, ServerConnection(max_body_size=self.max_body_size))
-        link = _Link(self, conn, stream)
-        self.state.connect(conn)
-        self._links[conn] = link
-        try:
-            async with anyio.create_task_group() as tg:
-                link.scope = tg.cancel_scope
-                tg.start_soon(link.write)
-                if await link.read():  # the client closed: what is queued still goes out
-                    conn.close = True
-                    link.notify()
-                else:
-                    tg.cancel_scope.cancel()
-        except Exception as exc:  # never let one connection take the server down
-            logger.debug("connection %d: %r", conn.fd, exc)
-        finally:
-            link.closed = True
-            link.sent.set()
-            self.state.disconnect(conn, time.time())
-            self._links.pop(conn, None)
-            with anyio.CancelScope(shield=True):
-                await stream.aclose()
-            if self.state.shutdown == "graceful" and not self._links:
-                self._stop()
-
-    async def _drained(self, link: _Link, below: int = OUTPUT_CAP) -> None:
-        """Wait until at most ``below`` bytes wait for ``link``'s writer (or it closed)."""
-        while not link.closed and len(link.conn.out) > below:
-            await link.sent.wait()
-
-    async def _shutdown(self, link: _Link) -> None:
-        with anyio.move_on_after(1):  # let the OK reach the admin client first
-            await self._drained(link, 0)
-        for sock in self._sockets:
-            close_listening(sock)
+    def _shutdown(self, link: Connection) -> None:
+        link.flush()  # the OK, to the admin client first
+        self._loop.close_listeners()
         if self.state.shutdown == "now":
-            self._stop()
-
-    def _stop(self) -> None:
-        self._scope.cancel()
-        self._closed.set()
+            self._loop.stop()
+        else:
+            self._loop.stop_when_empty()
 
 
-class _Link:
-    """The I/O side of one connection: its stream, its reader and its writer."""
+class _Session:
+    """One client, worker or admin connection on the loop."""
 
-    def __init__(self, server: Server, conn: Conn, stream: AsyncStream) -> None:
+    def __init__(self, server: Server, link: Connection) -> None:
         self.server = server
-        self.conn = conn
-        self.stream = stream
-        self.closed = False
-        #: Set (and replaced) after each send: readers waiting for this output to drain.
-        self.sent = anyio.Event()
-        self.scope: anyio.CancelScope | None = None
-        self._wake = anyio.Event()
-        conn.notify = self.notify
+        self.link = link
+        self.conn = conn = Conn(next(server._fds), link.host,
+                                ServerConnection(max_body_size=server.max_body_size),
+                                out=link.out)
+        conn.notify = self._notify
+        server.state.connect(conn)
 
-    def notify(self) -> None:
-        """Bytes were queued for this connection: wake the writer, and note a backlog."""
-        self._wake.set()
+    def _notify(self) -> None:
+        """Bytes were queued for this connection: send them soon, and note a backlog."""
+        link = self.link
+        link.wrote()
         if len(self.conn.out) > OUTPUT_CAP:
-            self.server._pressed.append(self)
+            self.server._pressed.append(link)
 
-    async def read(self) -> bool:
-        """Read and run requests until the connection should close: True when the client
-        closed its side (replies still go out), False to close at once (garbage, a timeout,
-        a broken socket, a shutdown)."""
-        server, conn, state = self.server, self.conn, self.server.state
-        protocol = conn.protocol
-        limits = server.limits if server.limits.timed else None
-        partial_since: float | None = None
-        turn = Turn(self.stream)
-        while True:
-            await server._drained(self)  # our replies wait: read nothing more meanwhile
-            try:
-                if limits is None:
-                    data = await self.stream.receive()
-                else:
-                    data = await receive_within(self.stream, limits, partial_since, self._busy)
-            except TimedOut as exc:
-                logger.info("connection %s closed: %s", peer_name(self.stream), exc)
-                return False
-            except BROKEN:
-                return False
-            protocol.receive_data(data)
-            if turn.read(len(data)):  # a large request arriving takes its share too
-                await turn.next()
-            answered = False
-            while True:
-                try:
-                    event = protocol.next_event()
-                except RemoteProtocolError as exc:
-                    logger.debug("connection %d: %s", conn.fd, exc)
-                    await drop_unread(self.stream)
-                    return False
-                if event is NEED_DATA:
-                    break
-                if isinstance(event, ConnectionClosed):
-                    return True
-                answered = True
-                server._pressed.clear()
-                shutdown = state.shutdown
-                if isinstance(event, AdminLine):
-                    state.admin(conn, event, time.time())
-                else:
-                    state.handle(conn, event, time.time())
-                if conn.out:
-                    self.notify()
-                if state.shutdown != shutdown:  # this request asked for it
-                    await server._shutdown(self)
-                    return False
-                if isinstance(event, _FORWARDED):
-                    for other in [link for link in server._pressed if link is not self]:
-                        await server._drained(other)  # the client reads at its own pace
-                await server._drained(self)
-                if turn.ran():  # this connection had its share: the others run, then it goes on
-                    await turn.next()
-            if not data:
-                return True
-            if limits is not None:
-                partial_since = next_partial_since(protocol.partial, answered, partial_since)
+    @property
+    def partial(self) -> bool:
+        return self.conn.protocol.partial
 
-    def _busy(self) -> bool:
+    def busy(self) -> bool:
         """A sleeping worker, a worker with jobs, a client awaiting jobs: not idle."""
         conn = self.conn
         return conn.sleeping or bool(conn.running) or bool(conn.waiting)
 
-    async def write(self) -> None:
-        """Send what is queued until the connection closes; a failed or overdue send closes
-        the connection."""
-        conn = self.conn
-        limits = self.server.limits
-        try:
-            while True:
-                self._wake = anyio.Event()
-                if not conn.out:
-                    if conn.close:
-                        return
-                    await self._wake.wait()
-                    continue
-                data = bytes(conn.out)
-                conn.out.clear()
-                await send_within(self.stream, data, limits)
-                self.sent.set()
-                self.sent = anyio.Event()
-        except (TimedOut, *BROKEN) as exc:
-            logger.info("connection %s closed: %s", peer_name(self.stream), exc)
-            conn.close = True
-            if self.scope is not None:
-                self.scope.cancel()
+    def received(self, data: bytes) -> None:
+        self.conn.protocol.receive_data(data)
+
+    def run(self, turn: Turn) -> int:
+        server, conn, link = self.server, self.conn, self.link
+        state, protocol, pressed = server.state, conn.protocol, server._pressed
+        while True:
+            try:
+                event = protocol.next_event()
+            except RemoteProtocolError as exc:
+                log.debug("connection %d: %s", conn.fd, exc)
+                return ABORT
+            if event is NEED_DATA:
+                return READ
+            if isinstance(event, ConnectionClosed):
+                return CLOSE  # what is queued still goes out
+            pressed.clear()
+            shutdown = state.shutdown
+            if isinstance(event, AdminLine):
+                state.admin(conn, event, time.time())
+            else:
+                state.handle(conn, event, time.time())
+            if conn.out:
+                link.wrote()
+            if state.shutdown != shutdown:  # this request asked for it
+                server._shutdown(link)
+                return ABORT
+            if isinstance(event, _FORWARDED):
+                for other in pressed:  # the client reads at its own pace
+                    if other is not link and link.wait_for(other):
+                        return AGAIN
+            if len(conn.out) >= OUTPUT_CAP or turn.ran():
+                return AGAIN
+
+    def close(self) -> None:
+        self.server.state.disconnect(self.conn, time.time())
 
 
 @contextlib.asynccontextmanager
@@ -303,7 +223,8 @@ async def serve(
     max_functions_per_connection: int | None = DEFAULT_MAX_FUNCTIONS_PER_CONNECTION,
     max_memory: int | None = None,
 ) -> AsyncIterator[Server]:
-    """Run a server while the block runs (port 0: a free port, see ``server.port``).
+    """Run a server while the block runs, in a thread of its own (port 0: a free port, see
+    ``server.port``); asyncio and trio alike.
 
     Args:
         host, port: where to listen (a name that resolves to several addresses listens on
@@ -335,16 +256,13 @@ async def serve(
         ValueError: ``port`` or a limit is out of range.
         OSError: the address cannot be bound.
     """
-    if not 0 <= port <= 65535:
-        raise ValueError(f"port must be in 0..65535, got {port}")
     limits = Limits(max_connections, idle_timeout, line_timeout)
-    ServerState(max_functions=max_functions,  # checks them before anything listens
-                max_functions_per_connection=max_functions_per_connection, max_memory=max_memory)
+    sockets = _bind(host, port, max_functions, max_functions_per_connection, max_memory)
     async with serve_listening(
-        tcp_sockets(host, port), host=host, max_body_size=max_body_size,
-        handle_prefix=handle_prefix, allow_shutdown=allow_shutdown, limits=limits,
-        ssl_context=ssl_context, max_functions=max_functions,
-        max_functions_per_connection=max_functions_per_connection, max_memory=max_memory,
+        sockets, host=host, max_body_size=max_body_size, handle_prefix=handle_prefix,
+        allow_shutdown=allow_shutdown, limits=limits, ssl_context=ssl_context,
+        max_functions=max_functions, max_functions_per_connection=max_functions_per_connection,
+        max_memory=max_memory,
     ) as server:
         yield server
 
@@ -367,35 +285,42 @@ async def serve_listening(
     binds them with ``jobwire._listen``). Takes them over: they
     are closed on exit. ``host`` is what :attr:`Server.url` shows (default: the bound
     address)."""
+    with _started(
+        sockets, host=host, max_body_size=max_body_size, handle_prefix=handle_prefix,
+        allow_shutdown=allow_shutdown, limits=limits, ssl_context=ssl_context,
+        max_functions=max_functions, max_functions_per_connection=max_functions_per_connection,
+        max_memory=max_memory,
+    ) as server:
+        async with running_async(server._loop, "gearman server"):
+            yield server
+
+
+@contextlib.contextmanager
+def _started(
+    sockets: Sequence[socket.socket],
+    *,
+    host: str | None = None,
+    max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+    handle_prefix: str | None = None,
+    allow_shutdown: bool = False,
+    limits: Limits | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+    max_functions: int | None = DEFAULT_MAX_FUNCTIONS,
+    max_functions_per_connection: int | None = DEFAULT_MAX_FUNCTIONS_PER_CONNECTION,
+    max_memory: int | None = None,
+) -> Iterator[Server]:
+    """The :class:`Server` on ``sockets``, which it takes over: they are closed on exit."""
     try:
         bound = sockets[0].getsockname()
-        server = Server(
-            host or str(bound[0]), int(bound[1]), max_body_size, handle_prefix,
+        yield Server(
+            host or str(bound[0]), int(bound[1]), max_body_size, handle_prefix, sockets=sockets,
             allow_shutdown=allow_shutdown, limits=limits, ssl_context=ssl_context,
             max_functions=max_functions,
             max_functions_per_connection=max_functions_per_connection, max_memory=max_memory,
         )
-        server._sockets.extend(sockets)
-        async with anyio.create_task_group() as tg:
-
-            async def run() -> None:
-                with server._scope:
-                    async with anyio.create_task_group() as inner:
-                        inner.start_soon(server._scheduler.run)
-                        async with anyio.create_task_group() as accepting:
-                            for sock in sockets:
-                                accepting.start_soon(server._serve_listener, sock)
-                        inner.cancel_scope.cancel()
-                server._closed.set()
-
-            tg.start_soon(run)
-            try:
-                yield server
-            finally:
-                tg.cancel_scope.cancel()
     finally:
         for sock in sockets:
-            close_listening(sock)
+            sock.close()
 
 
 @contextlib.contextmanager
@@ -415,14 +340,34 @@ def run_server(
     max_memory: int | None = None,
 ) -> Iterator[Server]:
     """Run a server in a background thread while the block runs (for sync code and tests);
-    arguments as for :func:`serve`."""
-    import anyio.from_thread  # not imported by the server process, which has no portal
+    arguments as for :func:`serve`.
 
-    with anyio.from_thread.start_blocking_portal() as portal, portal.wrap_async_context_manager(
-        serve(host, port, max_body_size=max_body_size, handle_prefix=handle_prefix,
-              allow_shutdown=allow_shutdown, max_connections=max_connections,
-              idle_timeout=idle_timeout, line_timeout=line_timeout, ssl_context=ssl_context,
-              max_functions=max_functions,
-              max_functions_per_connection=max_functions_per_connection, max_memory=max_memory)
-    ) as server:
+    Raises:
+        ValueError, OSError: as for :func:`serve`, raised in the calling thread.
+    """
+    sockets = _bind(host, port, max_functions, max_functions_per_connection, max_memory)
+    with (
+        _started(
+            sockets, host=host, max_body_size=max_body_size, handle_prefix=handle_prefix,
+            allow_shutdown=allow_shutdown,
+            limits=Limits(max_connections, idle_timeout, line_timeout), ssl_context=ssl_context,
+            max_functions=max_functions,
+            max_functions_per_connection=max_functions_per_connection, max_memory=max_memory,
+        ) as server,
+        running(server._loop, "gearman server"),
+    ):
         yield server
+
+
+def _bind(
+    host: str,
+    port: int,
+    max_functions: int | None,
+    max_functions_per_connection: int | None,
+    max_memory: int | None,
+) -> list[socket.socket]:
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port must be in 0..65535, got {port}")
+    ServerState(max_functions=max_functions,  # checks them before anything listens
+                max_functions_per_connection=max_functions_per_connection, max_memory=max_memory)
+    return tcp_sockets(host, port)

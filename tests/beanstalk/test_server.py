@@ -640,7 +640,8 @@ def test_disconnect_while_reserve_waits(bundled: Server, abortive: bool) -> None
     if abortive:  # RST instead of FIN
         gone.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     gone.close()
-    wait_until(lambda: bundled.state.connections == 0, 5, "the close to be noticed")
+    wait_until(lambda: bundled.call(lambda: bundled.state.connections) == 0, 5,
+               "the close to be noticed")
 
     wire = _tcp(bundled)
     stats = wire.stats()
@@ -660,7 +661,8 @@ def test_many_connections_open_and_close(bundled: Server) -> None:
             assert wire.ask(b"use t%d\r\n" % i) == b"USING t%d\r\n" % i
     for wire in wires:
         wire.close()
-    wait_until(lambda: bundled.state.connections == 0, 5, "200 closes")
+    wait_until(lambda: bundled.call(lambda: bundled.state.connections) == 0, 5,
+               "200 closes")
     probe = _tcp(bundled)
     stats = probe.stats()
     assert stats["total-connections"] == 201

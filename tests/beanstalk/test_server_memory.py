@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from beanstalk_client import Client, OutOfMemory
-from beanstalk_client.server import run_server
+from beanstalk_client.server import Server, run_server
 from beanstalk_client.server._state import JOB_OVERHEAD
 
 from ..conftest import start_server
@@ -20,6 +20,11 @@ LIMIT = 64 * 1024
 BODY = b"x" * 1000
 #: Jobs of BODY that fit in LIMIT.
 FIT = LIMIT // (len(BODY) + JOB_OVERHEAD)
+
+
+def stored(server: Server) -> int:
+    """The bytes the server's stored jobs count (read on the server's thread)."""
+    return server.call(lambda: server.state.memory)
 
 
 def fill(client: Client[bytes]) -> list[int]:
@@ -35,13 +40,13 @@ def test_puts_are_refused_at_the_limit_until_deletes_free_room() -> None:
     with run_server(max_memory=LIMIT) as server, Client(server.url, timeout=10) as client:
         ids = fill(client)
         assert len(ids) == FIT
-        assert server.state.memory == FIT * (len(BODY) + JOB_OVERHEAD) <= LIMIT
+        assert stored(server) == FIT * (len(BODY) + JOB_OVERHEAD) <= LIMIT
         assert client.list_tube_used() == "default"  # the connection stays usable
-        room = LIMIT - server.state.memory - JOB_OVERHEAD  # the largest body that still fits
+        room = LIMIT - stored(server) - JOB_OVERHEAD  # the largest body that still fits
         with pytest.raises(OutOfMemory):
             client.put(b"z" * (room + 1))
         ids.append(client.put(b"z" * room))  # the limit itself is allowed
-        assert server.state.memory == LIMIT
+        assert stored(server) == LIMIT
         with pytest.raises(OutOfMemory):
             client.put(b"")
         stats = client.stats()

@@ -15,7 +15,7 @@ import pytest
 
 from workq_client import Client
 from workq_client.errors import DuplicateJob, ServerError, TimedOut
-from workq_client.server import run_server
+from workq_client.server import Server, run_server
 from workq_client.server._state import JOB_OVERHEAD
 
 from ..waiting import wait_until
@@ -28,6 +28,11 @@ BODY = b"x" * 1000
 SIZE = JOB_OVERHEAD + len(NAME) + len(BODY)
 #: Jobs of BODY that fit in LIMIT.
 FIT = LIMIT // SIZE
+
+
+def stored(server: Server) -> int:
+    """The bytes the server's stored jobs count (read on the server's thread)."""
+    return server.call(lambda: server.state.memory)
 
 
 def fill(client: Client[bytes], ttl: float = 3600) -> list[str]:
@@ -44,7 +49,7 @@ def test_adds_are_refused_at_the_limit_until_deletes_free_room() -> None:
     with run_server(max_memory=LIMIT) as server, Client(server.url, timeout=10) as client:
         ids = fill(client)
         assert len(ids) == FIT
-        assert server.state.memory == FIT * SIZE <= LIMIT
+        assert stored(server) == FIT * SIZE <= LIMIT
         assert client.inspect_queue(NAME).ready_len == FIT  # the connection stays usable
         with pytest.raises(ServerError, match=r"^SERVER-ERROR Unable to schedule job$"):
             client.schedule(NAME, BODY, time.time() + 3600)
@@ -56,10 +61,10 @@ def test_adds_are_refused_at_the_limit_until_deletes_free_room() -> None:
         # A result is counted but never refused: it finishes the job.
         job = client.lease(NAME, wait=0)
         client.complete(job.job_id, b"r" * 500)
-        assert server.state.memory == FIT * SIZE + 500
+        assert stored(server) == FIT * SIZE + 500
 
         client.delete(job.job_id)  # its payload and its result come back
-        assert server.state.memory == (FIT - 1) * SIZE
+        assert stored(server) == (FIT - 1) * SIZE
         new = client.add(NAME, BODY)
         with pytest.raises(ServerError, match="Unable to add job"):
             client.add(NAME, BODY)
@@ -71,10 +76,10 @@ def test_evicted_jobs_and_answered_runs_free_room() -> None:
     with run_server(max_memory=LIMIT) as server, Client(server.url, timeout=10) as client:
         with pytest.raises(TimedOut):
             client.run(NAME, BODY, wait=0.01)  # nobody leases it: it is gone when answered
-        assert server.state.memory == 0
+        assert stored(server) == 0
         ids = fill(client, ttl=1)
         assert wait_until(lambda: client.inspect_server().evicted_jobs == len(ids))
-        assert server.state.memory == 0
+        assert stored(server) == 0
         client.add(NAME, BODY)
 
 

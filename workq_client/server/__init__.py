@@ -1,4 +1,4 @@
-"""The bundled Workq server: a Workq 0.2.0-compatible server written on anyio.
+"""The bundled Workq server: a Workq 0.2.0-compatible server.
 
 For tests and development, not production (nothing is persisted). Start it from async code with
 :func:`serve`, from sync code with :func:`run_server`, or from a shell with
@@ -11,7 +11,7 @@ For tests and development, not production (nothing is persisted). Start it from 
         ...
 
 The names load on first use (:mod:`jobwire._lazy`), so that ``python -m workq_client.server``
-can listen before it imports anyio and the server.
+can listen before it imports the server.
 """
 
 from __future__ import annotations

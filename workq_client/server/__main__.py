@@ -11,13 +11,13 @@ flags are): ``-c/--max-connections N``, ``--idle-timeout S``, ``--line-timeout S
 ``-SERVER-ERROR Unable to ...``, Workq's reply for a job it cannot store.
 
 It parses its flags, binds and listens with the standard library alone, and only then imports
-anyio and the server (as ``python -m beanstalk_client.server`` does): a client that connects
-meanwhile waits in the kernel's accept queue and is served a moment later.
+what answering needs: the serving loop (``jobwire._serving``, no asyncio or anyio), the state
+and the core (as ``python -m beanstalk_client.server`` does): a client that connects meanwhile
+waits in the kernel's accept queue and is served a moment later.
 """
 
 from __future__ import annotations
 
-import argparse
 import signal
 import socket
 import sys
@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from jobwire._listen import (
     Limits,
+    ServerParser,
     add_server_arguments,
     byte_size,
     server_options,
@@ -41,8 +42,8 @@ if TYPE_CHECKING:
 PROG = "workq_client.server"
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def _parser() -> ServerParser:
+    parser = ServerParser(
         prog="python -m workq_client.server",
         description="A Workq 0.2.0-compatible server (jobwire's bundled reference server).",
     )
@@ -75,32 +76,34 @@ def parse_listen(value: str) -> tuple[str, int]:
     return host or "0.0.0.0", port
 
 
-async def _run(
+def _serve(
     sockets: list[socket.socket],
     early: list[int],
     limits: Limits,
     ssl_context: ssl.SSLContext | None,
     max_memory: int | None,
 ) -> None:
-    import logging
+    """Serve in this thread until SIGTERM or SIGINT (the loop, the state and the core: nothing
+    else is imported before the first command is answered)."""
+    from ._serve import log, make_loop
 
-    import anyio
+    try:
+        loop, _ = make_loop(sockets, limits=limits, ssl_context=ssl_context,
+                            max_memory=max_memory)
 
-    from ._serve import serve_listening
+        def on_step() -> None:
+            if early:  # what the handlers kept, also before the loop ran
+                log.info("%s: shutting down", signal.Signals(early[0]).name)
+                loop.stop()
 
-    logger = logging.getLogger(PROG)
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async with serve_listening(
-            sockets, limits=limits, ssl_context=ssl_context, max_memory=max_memory
-        ):
-            # The receiver replaced the handler main() installed before binding: a signal
-            # that came while the server was starting is acted on now.
-            if early:
-                logger.info("%s: shutting down", signal.Signals(early[0]).name)
-                return
-            async for signum in signals:
-                logger.info("%s: shutting down", signal.Signals(signum).name)
-                return
+        signal.set_wakeup_fd(loop.wake_fd, warn_on_full_buffer=False)
+        try:
+            loop.run(on_step)
+        finally:
+            signal.set_wakeup_fd(-1)
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -120,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: cannot load the TLS certificate: {exc}", file=sys.stderr)
         return 1
 
-    early: list[int] = []  # SIGTERM/SIGINT before the event loop takes them over
+    early: list[int] = []  # SIGTERM/SIGINT, kept for the loop (also before it runs)
 
     def keep(signum: int, frame: FrameType | None) -> None:
         early.append(signum)
@@ -133,18 +136,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: cannot listen on {args.listen}: {exc}", file=sys.stderr)
         return 1
 
-    # Listening: now what serving needs (anyio, the protocol, the state).
-    import logging
-
-    import anyio
-
+    # Listening: now what serving needs (the loop, the protocol, the state).
     from jobwire._heap import freeze_survivors
 
     if args.verbose:
+        import logging
+
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format=f"{PROG}[%(process)d]: %(message)s")
     freeze_survivors()  # full collections would stop the flooded server (jobwire._heap)
-    anyio.run(_run, sockets, early, limits, ssl_context, args.max_memory, backend="asyncio")
+    _serve(sockets, early, limits, ssl_context, args.max_memory)
     return 0
 
 

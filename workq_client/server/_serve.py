@@ -1,73 +1,65 @@
-"""The bundled server's I/O: listeners, one task per connection, one scheduler task.
+"""The bundled server's I/O: its session on the shared serving loop (``jobwire._serving``).
 
-Everything that decides anything lives in ``_state.py`` (no awaits) and ``_server_protocol.py``
-(framing); this module only moves bytes and time between them:
+Everything that decides anything lives in ``_state.py`` (no I/O) and ``_server_protocol.py``
+(framing); this module only binds them to a connection of the loop:
 
-* **One send per read chunk.** A connection task reads a chunk, runs every complete command in
-  it and writes all the replies with one ``send``, so pipelined clients cost one syscall per
-  chunk.
+* **One send per read.** A connection's commands read at once are answered and the replies
+  written with one ``send``, so pipelined clients cost one syscall per read.
 * **Strict order per connection.** Workq answers one connection's commands in order. While a
-  ``lease``, ``run`` or ``result`` waits, the task sends the replies so far and then only
-  buffers what the client sends (up to a cap), to notice a vanished peer: end of input answers
-  the waiting command ``-TIMEOUT`` at once (as beanstalkd does for a reserve), so no job is
-  leased to a peer that is gone; the connection closes after the replies are sent.
-* **No polling.** A scheduler task sleeps until the state's earliest timer (TTR, TTL, scheduled
-  time, wait-timeout); the state pokes it when an earlier timer appears. Commands fire due
-  timers themselves too, so no answer depends on the scheduler having run first.
-* **Isolation.** A connection task never lets an exception out (the task group would take the
-  whole server down with it).
-* **Back-pressure, limits and TLS** are ``jobwire._serving``'s, the same in all three bundled
-  servers: replies past 256 KiB are sent (and their sending waited for) before the next
-  command runs, so a client that never reads is not read either; ``max_connections``,
-  ``idle_timeout``, ``line_timeout`` and ``ssl_context`` are off by default.
+  ``lease``, ``run`` or ``result`` waits, the replies so far are sent and what the client
+  sends is only buffered (up to a cap), to notice a vanished peer: end of input answers the
+  waiting command ``-TIMEOUT`` at once (as beanstalkd does for a reserve), so no job is leased
+  to a peer that is gone; the connection closes after the replies are sent.
+* **No polling.** The loop sleeps until the state's earliest timer (TTR, TTL, scheduled time,
+  wait-timeout) or the next input. Commands fire due timers themselves too, so no answer
+  depends on the loop having fired them first.
+* **Back-pressure, limits, TLS and isolation** are the loop's, the same in all three bundled
+  servers: past 256 KiB of unsent replies a connection's commands stop and it is not read, so
+  a client that never reads is not read either; ``max_connections``, ``idle_timeout``,
+  ``line_timeout`` and ``ssl_context`` are off by default; a failing connection is closed
+  alone.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import random
 import socket
-import ssl
 import time
-from collections.abc import AsyncIterator, Iterator
-
-import anyio
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from jobwire._listen import Limits, tcp_sockets
-from jobwire._serving import (
-    CLOSE,
-    Gate,
-    InOrderConnection,
-    Scheduler,
-    ServeConnection,
-    accept_loop,
-    close_listening,
-    peer_name,
-)
-from jobwire._streams import AsyncStream
-from jobwire._url import TCPAddress
+from jobwire._serving import CLOSE, Connection, InOrderSession, Log, Loop, running, running_async
 
 from .._events import ConnectionClosed, Reply
 from .._server_protocol import BadRequest, ServerConnection
 from . import DEFAULT_PORT
 from ._state import ConnState, ServerState
 
-__all__ = ["DEFAULT_PORT", "Server", "run_server", "serve"]
+if TYPE_CHECKING:
+    import ssl
 
-logger = logging.getLogger("workq_client.server")
+    from jobwire._url import TCPAddress
+
+__all__ = ["DEFAULT_PORT", "Server", "make_loop", "run_server", "serve", "serve_listening"]
+
+log = Log("workq_client.server")
 
 _WAIT_BUFFER_CAP = 1 << 21
+T = TypeVar("T")
 
 
 class Server:
     """A running bundled Workq server (what :func:`serve` and :func:`run_server` yield)."""
 
-    def __init__(self, state: ServerState, address: TCPAddress) -> None:
-        #: The shared state: queues, jobs, connections. Touch it only from the server's loop.
+    def __init__(self, state: ServerState, address: TCPAddress, loop: Loop) -> None:
+        #: The shared state: queues, jobs, connections. It belongs to the server's thread:
+        #: read or change it through :meth:`call`.
         self.state = state
         #: Where the server listens.
         self.address = address
+        self._loop = loop
 
     @property
     def url(self) -> str:
@@ -82,24 +74,25 @@ class Server:
     def port(self) -> int:
         return self.address.port
 
+    def call(self, function: Callable[[], T]) -> T:
+        """Run ``function`` on the server's thread and return its result (or raise its
+        exception): how another thread reads or changes :attr:`state` safely, e.g.
+        ``server.call(lambda: server.state.memory)``."""
+        return self._loop.call(function)
+
     def __repr__(self) -> str:
         return f"<Server {self.url}>"
 
 
-class _Connection(InOrderConnection):
-    """One client: Workq's rules on the shared in-order connection loop."""
+class _Session(InOrderSession):
+    """One client: Workq's rules on the shared in-order session."""
 
-    conn: ConnState
+    record: ConnState
 
-    def __init__(
-        self, stream: AsyncStream, state: ServerState, peer: str, limits: Limits
-    ) -> None:
-        super().__init__(
-            stream, peer, clock=time.time, logger=logger, wait_buffer_cap=_WAIT_BUFFER_CAP,
-            limits=limits,
-        )
+    def __init__(self, conn: Connection, state: ServerState) -> None:
         self.state = state
         self.proto = ServerConnection()
+        super().__init__(conn, time.time)
 
     def open(self, now: float) -> ConnState:
         return self.state.connect(now)
@@ -109,20 +102,66 @@ class _Connection(InOrderConnection):
             return event.reply
         if isinstance(event, ConnectionClosed):
             return CLOSE
-        return self.state.execute(self.conn, event, now)  # type: ignore[arg-type]
+        return self.state.execute(self.record, event, now)  # type: ignore[arg-type]
 
     def peer_closed(self, now: float) -> None:
-        self.state.half_close(self.conn, now)  # a waiting lease/run/result gets -TIMEOUT
+        self.state.half_close(self.record, now)  # a waiting lease/run/result gets -TIMEOUT
 
-    def close(self, now: float) -> None:
-        self.state.disconnect(self.conn, now)
+    def close(self) -> None:
+        self.state.disconnect(self.record, time.time())
 
 
-def _serving(state: ServerState, limits: Limits) -> ServeConnection:
-    async def serve_connection(stream: AsyncStream) -> None:
-        await _Connection(stream, state, peer_name(stream), limits).run()
+def make_loop(
+    sockets: Sequence[socket.socket],
+    *,
+    rng: random.Random | None = None,
+    limits: Limits | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+    max_memory: int | None = None,
+) -> tuple[Loop, ServerState]:
+    """The serving loop of a server on ``sockets`` (listening), and its state.
 
-    return serve_connection
+    Raises:
+        ValueError: ``max_memory`` is out of range.
+    """
+    state = ServerState(time.time(), rng=rng, max_memory=max_memory)
+    loop = Loop(
+        sockets, lambda conn: _Session(conn, state), clock=time.time, advance=state.advance,
+        next_deadline=state.next_deadline, log=log, limits=limits, ssl_context=ssl_context,
+        wait_buffer_cap=_WAIT_BUFFER_CAP,
+    )
+    return loop, state
+
+
+@contextlib.contextmanager
+def _started(
+    sockets: Sequence[socket.socket],
+    rng: random.Random | None,
+    limits: Limits | None,
+    ssl_context: ssl.SSLContext | None,
+    max_memory: int | None,
+) -> Iterator[Server]:
+    """The :class:`Server` on ``sockets``, which it takes over: they are closed on exit."""
+    from jobwire._url import TCPAddress
+
+    try:
+        bound = sockets[0].getsockname()
+        address = TCPAddress(str(bound[0]), int(bound[1]))
+        loop, state = make_loop(sockets, rng=rng, limits=limits, ssl_context=ssl_context,
+                                max_memory=max_memory)
+        log.info("listening on %s", address)
+        yield Server(state, address, loop)
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def _bind(host: str, port: int, max_memory: int | None) -> list[socket.socket]:
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port must be in 0..65535, got {port}")
+    if max_memory is not None and max_memory < 1:  # before anything is bound
+        raise ValueError(f"max_memory must be at least 1, got {max_memory}")
+    return tcp_sockets(host, port)
 
 
 @contextlib.asynccontextmanager
@@ -137,7 +176,8 @@ async def serve(
     ssl_context: ssl.SSLContext | None = None,
     max_memory: int | None = None,
 ) -> AsyncIterator[Server]:
-    """Run a Workq 0.2.0-compatible server while the ``async with`` block runs.
+    """Run a Workq 0.2.0-compatible server while the ``async with`` block runs (in a thread of
+    its own; asyncio and trio alike).
 
     Args:
         host: the address to listen on (a name that resolves to several addresses, such as
@@ -162,13 +202,9 @@ async def serve(
         ValueError: ``port`` or a limit is out of range.
         OSError: the address cannot be bound.
     """
-    if not 0 <= port <= 65535:
-        raise ValueError(f"port must be in 0..65535, got {port}")
-    if max_memory is not None and max_memory < 1:  # before anything is bound
-        raise ValueError(f"max_memory must be at least 1, got {max_memory}")
     limits = Limits(max_connections, idle_timeout, line_timeout)
     async with serve_listening(
-        tcp_sockets(host, port), rng=rng, limits=limits, ssl_context=ssl_context,
+        _bind(host, port, max_memory), rng=rng, limits=limits, ssl_context=ssl_context,
         max_memory=max_memory,
     ) as server:
         yield server
@@ -176,7 +212,7 @@ async def serve(
 
 @contextlib.asynccontextmanager
 async def serve_listening(
-    sockets: list[socket.socket],
+    sockets: Sequence[socket.socket],
     *,
     rng: random.Random | None = None,
     limits: Limits | None = None,
@@ -186,32 +222,9 @@ async def serve_listening(
     """:func:`serve` on TCP sockets that already listen (``python -m workq_client.server``
     binds them before it imports the server; see ``jobwire._listen``). Takes them over: they
     are closed on exit."""
-    limits = limits or Limits()
-    gate = Gate(limits, ssl_context, logger)
-    state = ServerState(time.time(), rng=rng, max_memory=max_memory)
-    body_error: BaseException | None = None
-    try:
-        bound = sockets[0].getsockname()
-        address = TCPAddress(str(bound[0]), int(bound[1]))
-        scheduler = Scheduler(state.advance, state.next_deadline, time.time, logger)
-        state.on_timer = scheduler.poke
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(scheduler.run)
-            for sock in sockets:
-                tg.start_soon(accept_loop, sock, _serving(state, limits), tg, logger, gate)
-            logger.info("listening on %s", address)
-            try:
-                yield Server(state, address)
-            except BaseException as exc:  # re-raised below as is, not wrapped in a group
-                body_error = exc
-            finally:
-                tg.cancel_scope.cancel()
-        state.on_timer = None
-    finally:
-        for sock in sockets:
-            close_listening(sock)
-    if body_error is not None:
-        raise body_error
+    with _started(sockets, rng, limits, ssl_context, max_memory) as server:
+        async with running_async(server._loop, "workq server"):
+            yield server
 
 
 @contextlib.contextmanager
@@ -226,8 +239,8 @@ def run_server(
     ssl_context: ssl.SSLContext | None = None,
     max_memory: int | None = None,
 ) -> Iterator[Server]:
-    """Run :func:`serve` in a background thread with its own asyncio event loop (arguments as
-    for :func:`serve`).
+    """:func:`serve` for synchronous code and tests: the server runs in a background thread
+    (arguments as for :func:`serve`).
 
     Yields the :class:`Server` once it is listening; on exit closes every connection, stops the
     loop and joins the thread.
@@ -235,13 +248,10 @@ def run_server(
     Raises:
         ValueError, OSError: as for :func:`serve`, raised in the calling thread.
     """
-    import anyio.from_thread  # not imported by the server process, which has no portal
-
+    limits = Limits(max_connections, idle_timeout, line_timeout)
+    sockets = _bind(host, port, max_memory)
     with (
-        anyio.from_thread.start_blocking_portal(backend="asyncio") as portal,
-        portal.wrap_async_context_manager(serve(
-            host, port, rng=rng, max_connections=max_connections, idle_timeout=idle_timeout,
-            line_timeout=line_timeout, ssl_context=ssl_context, max_memory=max_memory,
-        )) as server,
+        _started(sockets, rng, limits, ssl_context, max_memory) as server,
+        running(server._loop, "workq server"),
     ):
         yield server
