@@ -22,8 +22,8 @@ the process, and a server run inside an application or a test (``serve()``) leav
 
 from __future__ import annotations
 
+import _thread
 import gc
-import threading
 import time
 from typing import Final
 
@@ -83,7 +83,7 @@ class Reclaimer:
 
 def freeze_survivors() -> Reclaimer:
     """Install the policy in this process (once): the gc callback and the reclaiming thread
-    (a daemon). Returns the policy, for tests."""
+    (a daemon, of ``_thread``). Returns the policy, for tests."""
     reclaimer = Reclaimer()
     gc.callbacks.append(reclaimer.on_collection)
 
@@ -92,5 +92,7 @@ def freeze_survivors() -> Reclaimer:
             time.sleep(QUIET_SECONDS)
             reclaimer.tick(time.monotonic())
 
-    threading.Thread(target=run, name="jobwire-gc", daemon=True).start()
+    # A bare thread (daemonic: never joined at exit): ``threading`` would add about 2 ms to
+    # the server's start, before its first reply.
+    _thread.start_new_thread(run, ())
     return reclaimer

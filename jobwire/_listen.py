@@ -20,6 +20,7 @@ import os
 import re
 import socket
 import stat
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._record import record
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Limits", "ServerParser", "add_server_arguments", "byte_size", "close_unix",
-    "server_options", "server_tls_context", "tcp_sockets", "unix_socket",
+    "parse_command_line", "server_options", "server_tls_context", "tcp_sockets", "unix_socket",
 ]
 
 
@@ -113,6 +114,39 @@ class ServerParser(argparse.ArgumentParser):
     ) -> tuple[argparse.Namespace, list[str]]:
         self._checking = False  # from now on a formatter shows help or an error
         return super().parse_known_args(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def _untranslated() -> Iterator[None]:
+    """argparse passes every message it builds through ``gettext`` (the help of ``-h``, the
+    usage prefix, each error), and each such call searches the locale directories for a
+    catalogue of the ``messages`` domain, importing ``locale`` on the way: about 20 ms of a
+    bundled server's start, before it could listen. No catalogue exists for argparse's
+    messages (CPython ships none), so they are taken as written while a server reads its
+    command line; argparse's own names are restored afterwards.
+    """
+    saved = argparse._, argparse.ngettext  # type: ignore[attr-defined]
+    argparse._ = str  # type: ignore[attr-defined]
+    argparse.ngettext = (  # type: ignore[attr-defined]
+        lambda singular, plural, n: singular if n == 1 else plural
+    )
+    try:
+        yield
+    finally:
+        argparse._, argparse.ngettext = saved  # type: ignore[attr-defined]
+
+
+def parse_command_line(
+    build: Callable[[], argparse.ArgumentParser], argv: Sequence[str] | None
+) -> argparse.Namespace:
+    """Build a server's parser with ``build`` and read ``argv`` (the process's arguments when
+    None), without argparse's locale lookups (:func:`_untranslated`).
+
+    Raises:
+        SystemExit: ``-h``, or arguments the parser refuses (argparse's own behaviour).
+    """
+    with _untranslated():
+        return build().parse_args(argv)
 
 
 def add_server_arguments(parser: argparse.ArgumentParser, *, go_style: bool = False) -> None:

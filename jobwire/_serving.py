@@ -38,11 +38,11 @@ What protects a server from its clients (the same in all three):
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import selectors
 import socket
 import sys
-import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -576,6 +576,33 @@ class Connection:
         loop.closed_one()
 
 
+class Flag:
+    """A one-way ``threading.Event`` on a bare lock, set by the loop's thread only:
+    ``threading`` (with ``weakref`` sets) costs a server process about 2 ms of its start, and
+    the loop needs it only when it runs in a thread of its own (:func:`running`)."""
+
+    __slots__ = ("_lock", "_set")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._lock = _thread.allocate_lock()
+        self._lock.acquire()
+
+    def set(self) -> None:
+        """Let every :meth:`wait` return, now and later; idempotent."""
+        if not self._set:
+            self._set = True
+            self._lock.release()
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def wait(self) -> None:
+        """Return once :meth:`set` was called (from any thread)."""
+        with self._lock:
+            pass
+
+
 class _Call:
     """A function to run on the loop's thread, and its outcome."""
 
@@ -583,7 +610,7 @@ class _Call:
 
     def __init__(self, function: Callable[[], Any]) -> None:
         self.function = function
-        self.done = threading.Event()
+        self.done = Flag()
         self.value: Any = None
         self.error: BaseException | None = None
 
@@ -667,13 +694,13 @@ class Loop:
         self.turn = Turn()
         self._sweep_at = _INF  # when a connection's timeout may run out next
         self._calls: deque[_Call] = deque()
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()
         self._thread: int | None = None
         self._finished = False
         self._stopping = False
         self._stop_when_empty = False
         #: Set once :meth:`run` returned (every connection closed).
-        self.stopped = threading.Event()
+        self.stopped = Flag()
 
     @property
     def wake_fd(self) -> int:
@@ -698,7 +725,7 @@ class Loop:
         raises), for code in another thread that reads or changes the server's state. Runs it
         at once when called on that thread, or when the loop does not run any more.
         """
-        if threading.get_ident() == self._thread:
+        if _thread.get_ident() == self._thread:
             return function()
         call = _Call(function)
         with self._lock:
@@ -740,7 +767,7 @@ class Loop:
     def run(self, on_step: Callable[[], None] | None = None) -> None:
         """Serve until :meth:`stop`; then close every connection. ``on_step`` is called before
         each wait (a server process looks at the signals it received there)."""
-        self._thread = threading.get_ident()
+        self._thread = _thread.get_ident()
         try:
             while not self._stopping:
                 if on_step is not None:
@@ -1014,6 +1041,8 @@ class InOrderSession:
 def running(loop: Loop, name: str) -> Iterator[None]:
     """Run ``loop`` in a thread of its own while the block runs; then stop it (every
     connection closed) and join the thread."""
+    import threading
+
     thread = threading.Thread(target=loop.run, name=name, daemon=True)
     thread.start()
     try:
@@ -1026,6 +1055,8 @@ def running(loop: Loop, name: str) -> Iterator[None]:
 @contextlib.asynccontextmanager
 async def running_async(loop: Loop, name: str) -> AsyncIterator[None]:
     """:func:`running` for async code (asyncio or trio): the join waits in a worker thread."""
+    import threading
+
     import anyio
     import anyio.to_thread
 

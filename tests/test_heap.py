@@ -76,14 +76,16 @@ def test_without_the_policy_full_collections_scan_everything() -> None:
     ("workq_client.server", ["-listen", "127.0.0.1:0"]),
 ])
 def test_each_server_process_installs_the_policy(module: str, args: list[str]) -> None:
-    """The server's ``__main__`` (run as ``python -m`` runs it) starts the policy's thread
-    before it serves; a watcher in the same process reports it, then ends the process."""
+    """The server's ``__main__`` (run as ``python -m`` runs it) installs the policy (its gc
+    callback) before it serves; a watcher in the same process reports it, then ends the
+    process."""
     script = textwrap.dedent(f"""
-        import os, runpy, sys, threading, time
+        import gc, os, runpy, sys, threading, time
         def watch():
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
-                if any(t.name == "jobwire-gc" for t in threading.enumerate()):
+                if any(type(getattr(c, "__self__", None)).__name__ == "Reclaimer"
+                       for c in gc.callbacks):
                     print("installed", flush=True)
                     os._exit(0)
                 time.sleep(0.01)

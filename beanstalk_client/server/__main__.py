@@ -40,6 +40,7 @@ from jobwire._listen import (
     add_server_arguments,
     byte_size,
     close_unix,
+    parse_command_line,
     server_options,
     tcp_sockets,
     unix_socket,
@@ -134,7 +135,7 @@ def _serve(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the server until SIGTERM or SIGINT; return the exit status."""
-    args = _parser().parse_args(argv)
+    args = parse_command_line(_parser, argv)
     if args.version:
         print(VERSION_LINE)
         return 0

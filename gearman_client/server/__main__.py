@@ -36,6 +36,7 @@ from jobwire._listen import (
     ServerParser,
     add_server_arguments,
     byte_size,
+    parse_command_line,
     server_options,
     tcp_sockets,
 )
@@ -136,7 +137,7 @@ def _serve(
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the server until SIGTERM, SIGINT or an allowed ``shutdown``; return the exit
     status."""
-    args = _parser().parse_args(argv)
+    args = parse_command_line(_parser, argv)
     if args.ssl_ca_file is not None:
         print(f"{PROG}: warning: --ssl-ca-file ignored: the bundled server asks clients for no "
               "certificate", file=sys.stderr)

@@ -4,7 +4,8 @@ imports before its first reply, and the in-process servers' thread.
 Issue 18: a spawned server must answer as soon as a bare Python process would. Importing asyncio
 alone took about 50 ms of that, so a server answers its first command on a ``selectors`` loop,
 and imports neither asyncio nor anyio, nor ``ssl`` without TLS flags, nor ``logging`` without
-its verbose flag. Checked by what is imported when the first reply is sent, not by a clock.
+its verbose flag, nor ``locale`` (argparse's gettext lookups, about 20 ms: ``jobwire._listen.
+parse_command_line``). Checked by what is imported when the first reply is sent, not by a clock.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ _FIRST_REPLY_PROBE = """
 import os, runpy, socket, sys
 send = socket.socket.send
 def first_send(self, data, *args):
-    avoided = ("asyncio", "anyio", "trio", "ssl", "logging", "concurrent.futures")
+    avoided = ("asyncio", "anyio", "trio", "ssl", "logging", "concurrent.futures", "locale",
+               "threading")
     print(sorted(m for m in avoided if m in sys.modules), flush=True)
     send(self, data, *args)
     os._exit(0)

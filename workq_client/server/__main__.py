@@ -30,6 +30,7 @@ from jobwire._listen import (
     ServerParser,
     add_server_arguments,
     byte_size,
+    parse_command_line,
     server_options,
     tcp_sockets,
 )
@@ -108,7 +109,7 @@ def _serve(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the server until SIGTERM or SIGINT; return the exit status."""
-    args = _parser().parse_args(argv)
+    args = parse_command_line(_parser, argv)
     try:
         host, port = parse_listen(args.listen)
     except ValueError as exc:
