@@ -51,25 +51,21 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
+import operator
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
 import anyio
-import anyio.abc
-import anyio.from_thread
-import anyio.lowlevel
 
 from jobwire._backoff import Backoff
 from jobwire._pending import Pending
-from jobwire._signals import wants_signals, watch_signals
+from jobwire._signals import wants_signals
 from jobwire._streams import SSLOption, tls_context
-from jobwire._threads import run_in_thread
 from jobwire._url import Address, AddressLike, address_url, describe, resolve_address
+from jobwire._worker import BlockingRunner, Engine, Source
 from jobwire.errors import ConnectionLost, JobwireConnectionError, JobwireError, OperationTimeout
 from jobwire.events import EventSink, default_worker_id, failure_group
 
@@ -317,34 +313,17 @@ class AsyncWorker:
         self.worker_id = default_worker_id()
         #: The server, resolved (a client given as ``address`` lends its own).
         self.address: Address
-        self.address, self._tls, self._make_client = _client_factory(
+        self.address, self._tls, make_client = _client_factory(
             address, port, timeout, ssl, server_hostname
         )
-        self._first: AsyncClient | None = address if isinstance(address, AsyncClient) else None
-        self._client: AsyncClient | None = None
-        self._generation = 0
-        self._stopping = False
-        self._stop_event: anyio.Event | None = None
-        self._wake = anyio.Event()
-        self._handlers_tg: anyio.abc.TaskGroup | None = None
-        # Reserved jobs waiting for a free handler slot, and the slots idle right now.
-        self._ready: deque[_Held] = deque()
-        self._idle: list[anyio.Event] = []
-        self._handler: AsyncHandler | None = None
-        # Every reservation a handler holds (or waits to start on), and the newest one of each
-        # job id: the one auto-touch renews. A job reserved again while a handler still runs
-        # on its old reservation has two entries in ``_holding`` (issue 10).
-        self._holding: set[_Held] = set()
-        self._held: dict[int, _Held] = {}
-        self._reserves_out = 0
-        self._blocking_out = False
-        self._work_known = False
-        self._next_blocking = 0.0
-        self._acks_out = 0
-        #: Handler threads still running for jobs already settled (the sync Worker gives a
-        #: thread up over handler_timeout or at shutdown; it cannot be stopped): they too fill
-        #: a slot until they return.
-        self._abandoned = 0
+        self._source = _Reserving(self, address if isinstance(address, AsyncClient) else None,
+                                  make_client)
+        self._engine = Engine(
+            self._source, self.stats, log, concurrency=concurrency,
+            handler_timeout=handler_timeout, shutdown_timeout=shutdown_timeout,
+            backoff=self.backoff, reconnect_on=(JobwireConnectionError, OperationTimeout),
+        )
+        self._source.engine = self._engine
 
     def __repr__(self) -> str:
         return _describe(self, self.address, self.tubes, self.concurrency, self._tls)
@@ -359,121 +338,87 @@ class AsyncWorker:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
-        if self._client is not None:
-            await self._client.aclose()
-
-    # -- control -------------------------------------------------------------------------------
+        await self._source.disconnect()
 
     def stop(self) -> None:
         """Stop reserving; ``run`` then lets in-flight handlers finish (up to
         ``shutdown_timeout``), releases what is left and returns. Safe to call from a handler,
         another task, or a signal handler in the event loop's thread."""
-        self._stopping = True
-        self._wake.set()
-        if self._stop_event is not None:
-            self._stop_event.set()
+        self._engine.stop()
 
     async def run(self, handler: AsyncHandler, *, handle_signals: bool | None = None) -> None:
         """Reserve and handle jobs until :meth:`stop` (or SIGTERM/SIGINT when
         ``handle_signals``; by default only in the main thread). Reconnects with back-off when
         the connection is lost, restoring the watch list."""
-        self._handler = handler
-        self._stop_event = anyio.Event()
-        if self._stopping:
-            self._stop_event.set()
-        async with anyio.create_task_group() as outer:
-            if wants_signals(handle_signals):
-                outer.start_soon(watch_signals, self.stop, log)
-            # Handler tasks live in their own task group, hosted by a task, so that shutdown can
-            # cancel them while the connection's reader still runs to carry their releases.
-            self._handlers_tg = await outer.start(self._host_handlers)
-            for _ in range(self.concurrency):
-                self._handlers_tg.start_soon(self._slot)
-            while not self._stopping:
-                try:
-                    client = await self._connect()
-                    await self._serve(client)
-                except (JobwireConnectionError, OperationTimeout) as exc:
-                    # OperationTimeout: a server that accepts but does not answer (stopped,
-                    # overloaded) timed out the watch list; try again like a lost connection.
-                    await self._pause_before_reconnect(exc)
-            outer.cancel_scope.cancel()
-        self._handlers_tg = None
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        # OperationTimeout: a server that accepts but does not answer (stopped, overloaded)
+        # timed out the watch list; it is tried again like a lost connection.
+        engine = self._engine  # the settings as they are now (public attributes: reassignable)
+        engine.concurrency, engine.handler_timeout = self.concurrency, self.handler_timeout
+        engine.shutdown_timeout, engine.backoff = self.shutdown_timeout, self.backoff
+        await engine.run(handler, _job_of, signals=wants_signals(handle_signals))
 
-    @staticmethod
-    async def _host_handlers(*, task_status: anyio.abc.TaskStatus[anyio.abc.TaskGroup]) -> None:
-        async with anyio.create_task_group() as tg:
-            task_status.started(tg)
-            await anyio.sleep_forever()
+
+class _Reserving(Source["_Held"]):
+    """How a beanstalk worker fetches (pipelined reserves), settles (acks queued without
+    waiting), and keeps its jobs alive (auto-touch), on one connection at a time."""
+
+    def __init__(self, worker: AsyncWorker, first: AsyncClient | None,
+                 make_client: Callable[[], AsyncClient]) -> None:
+        self.w = worker
+        self.engine: Engine[_Held]
+        self.make_client = make_client
+        self.first = first
+        self.client: AsyncClient | None = None
+        #: Counts connections: a job's reservation belongs to the one it was made on.
+        self.generation = 0
+        #: The newest reservation of each job id: the one auto-touch renews. A job reserved
+        #: again while a handler still runs on its old reservation is held twice (issue 10).
+        self.held: dict[int, _Held] = {}
+        self.reserves_out = 0
+        self.blocking_out = False
+        self.work_known = False
+        self.next_blocking = 0.0
+        self.acks_out = 0
 
     # -- connection ----------------------------------------------------------------------------
 
-    async def _connect(self) -> AsyncClient:
-        client, self._first = (self._first or self._make_client()), None
+    async def connect(self) -> None:
+        client, self.first = (self.first or self.make_client()), None
         try:
-            for tube in self.tubes:
+            for tube in self.w.tubes:
                 await client.watch(tube)
-            if "default" not in self.tubes:
+            if "default" not in self.w.tubes:
                 await client.ignore("default")
         except BaseException:
             await client.aclose()
             raise
-        old, self._client = self._client, client
-        self._generation += 1
-        self._reserves_out = 0
-        self._blocking_out = False
-        self._work_known = False
+        old, self.client = self.client, client
+        self.generation += 1
+        self.reserves_out = 0
+        self.blocking_out = False
+        self.work_known = False
         if old is not None:
             await old.aclose()
-        self.backoff.reset()
-        return client
+        self.engine.backoff.reset()
 
-    async def _pause_before_reconnect(self, exc: JobwireError) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
-        if self._stopping:
-            return
-        self.stats.reconnects += 1
-        delay = self.backoff.next_delay()
-        log.warning("connection lost (%s); reconnecting in %.2f s", exc, delay)
-        assert self._stop_event is not None
-        with anyio.move_on_after(delay):
-            await self._stop_event.wait()
+    async def disconnect(self) -> None:
+        if self.client is not None:
+            await self.client.aclose()
+            self.client = None
 
-    async def _serve(self, client: AsyncClient) -> None:
-        """Run the reader, the pump and the toucher on ``client`` until stop or failure.
+    def connection_tasks(self) -> list[Callable[[], Awaitable[None]]]:
+        client = self.client
+        assert client is not None
+        tasks: list[Callable[[], Awaitable[None]]] = [client._serve_replies]
+        if client.timeout is not None:
+            tasks.append(lambda: self._watchdog(client))
+        if self.w.auto_touch:
+            tasks.append(lambda: self._toucher(client))
+        return tasks
 
-        Raises:
-            JobwireConnectionError: the connection was lost (``run`` reconnects).
-        """
-        lost: list[JobwireConnectionError] = []
-
-        async def guarded(task: Callable[[], Awaitable[None]]) -> None:
-            try:
-                await task()
-            except JobwireConnectionError as exc:
-                lost.append(exc)
-                tg.cancel_scope.cancel()
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(guarded, client._serve_replies)
-            if client.timeout is not None:
-                tg.start_soon(guarded, lambda: self._watchdog(client))
-            if self.auto_touch:
-                tg.start_soon(guarded, lambda: self._toucher(client))
-            # Stopping: wait for the handlers (cancelling, and so releasing, what overruns
-            # shutdown_timeout), then for every queued ack to be answered, so that closing
-            # cannot drop a delete the server has not read yet.
-            await guarded(lambda: self._pump(client))
-            await guarded(self._wait_handlers)
-            await guarded(self._wait_acks)
-            tg.cancel_scope.cancel()
-        if lost:
-            raise lost[0]
+    async def flush(self) -> None:
+        if self.client is not None:
+            await self.client._flush()
 
     async def _watchdog(self, client: AsyncClient) -> None:
         """Give up on a server that stopped answering without closing (frozen, partitioned):
@@ -518,23 +463,25 @@ class AsyncWorker:
 
     # -- reserving -----------------------------------------------------------------------------
 
-    async def _pump(self, client: AsyncClient) -> None:
-        while not self._stopping:
+    async def fetch(self) -> None:
+        client, engine = self.client, self.engine
+        assert client is not None
+        while not engine.stopping:
             # A fresh event *before* looking at the state: whatever changes it from here on
             # (a reply, a finished handler) wakes this loop, even during the flush below.
-            wake = self._wake = anyio.Event()
-            free = self.concurrency - len(self._holding) - self._abandoned - self._reserves_out
+            wake = engine.changed()
+            free = engine.free - self.reserves_out
             retry_in = 0.0
             if free > 0:
-                if self._work_known:
+                if self.work_known:
                     for _ in range(free):
                         client._submit_nowait(ReserveWithTimeout(0), self._on_reserve)
-                    self._reserves_out += free
-                elif not self._blocking_out:
-                    retry_in = self._next_blocking - anyio.current_time()
+                    self.reserves_out += free
+                elif not self.blocking_out:
+                    retry_in = self.next_blocking - anyio.current_time()
                     if retry_in <= 0:
-                        self._blocking_out = True
-                        self._reserves_out += 1
+                        self.blocking_out = True
+                        self.reserves_out += 1
                         client._submit_nowait(
                             ReserveWithTimeout(self._blocking_wait()), self._on_blocking_reserve
                         )
@@ -546,128 +493,101 @@ class AsyncWorker:
                 await wake.wait()
 
     def _blocking_wait(self) -> int:
-        held = bool(self._holding) or self._reserves_out > 1
-        wait = self.max_ack_delay if held else max(self.idle_wait, self.max_ack_delay)
+        held = bool(self.engine.holding) or self.reserves_out > 1
+        w = self.w
+        wait = w.max_ack_delay if held else max(w.idle_wait, w.max_ack_delay)
         return int(wait) if wait >= 1 else 0
 
     def _on_blocking_reserve(self, pending: Pending[Reserved]) -> None:
-        self._blocking_out = False
-        if isinstance(pending.error, TimedOut) and self.max_ack_delay < 1:
-            self._next_blocking = anyio.current_time() + self.max_ack_delay
+        self.blocking_out = False
+        if isinstance(pending.error, TimedOut) and self.w.max_ack_delay < 1:
+            self.next_blocking = anyio.current_time() + self.w.max_ack_delay
         self._on_reserve(pending)
 
     def _on_reserve(self, pending: Pending[Reserved]) -> None:
-        self._reserves_out -= 1
-        self._wake.set()
+        self.reserves_out -= 1
+        engine, stats = self.engine, self.w.stats
+        engine.wake()
         reply, error = pending.reply, pending.error
         if reply is not None:
-            self._work_known = True
-            self.stats.reserved += 1
-            held = _Held(Job(reply.job_id, reply.body), anyio.current_time(), self._generation)
-            stopping = self._stopping or self._handlers_tg is None or self._client is None
-            old = self._held.get(held.job.id)
+            self.work_known = True
+            stats.reserved += 1
+            held = _Held(Job(reply.job_id, reply.body), anyio.current_time(), self.generation)
+            stopping = not engine.accepting or self.client is None
+            old = self.held.get(held.job.id)
             if old is not None and not stopping:
                 # Our handler overran the TTR and the server gave the job back to us: that
                 # reservation is gone; its handler's outcome will be dropped.
                 old.stale = True
                 self._lost(old, "the earlier handler's outcome",
                            "the TTR ran out and the job was reserved again", held.reserved_at)
-            if self.events is not None:
+            if self.w.events is not None:
                 self._reserved_event(held)
             if stopping:
                 # Reserved after stop began: give it straight back, priority kept.
                 self._ack(Release, held)
                 return
-            self._held[held.job.id] = held
-            self._holding.add(held)
-            self.stats.in_flight += 1
-            self._ready.append(held)
-            if self._idle:
-                self._idle.pop().set()
+            self.held[held.job.id] = held
+            engine.offer(held)
         elif isinstance(error, TimedOut):
-            self._work_known = False
+            self.work_known = False
         elif isinstance(error, DeadlineSoon):
             # A held job is within 1 s of its TTR; the server would answer a new reserve the
             # same way at once, so pause reserving briefly instead of spinning.
-            self.stats.deadline_soon += 1
-            self._work_known = False
-            self._next_blocking = anyio.current_time() + 0.2
+            stats.deadline_soon += 1
+            self.work_known = False
+            self.next_blocking = anyio.current_time() + 0.2
 
-    # -- handling ------------------------------------------------------------------------------
+    # -- settling ------------------------------------------------------------------------------
 
-    async def _slot(self) -> None:
-        """One of ``concurrency`` long-lived handler tasks: cheaper than a task per job."""
-        ready = self._ready
-        while True:
-            if ready:
-                await self._handle(ready.popleft())
-            else:
-                woken = anyio.Event()
-                self._idle.append(woken)
-                try:
-                    await woken.wait()
-                finally:
-                    if not woken.is_set():
-                        self._idle.remove(woken)
+    def settle(self, job: _Held, result: object,
+               error: Exception | None) -> Awaitable[None] | None:
+        if error is None:
+            if not job.stale:
+                self._ack(Delete, job)
+            return None
+        self.w.stats.failed += 1
+        log.error("job %d: handler failed", job.job.id, exc_info=error)
+        return None if job.stale else self._fail(job, error)
 
-    async def _handle(self, held: _Held) -> None:
-        assert self._handler is not None
-        job = held.job
-        try:
-            if self.handler_timeout is None:
-                await self._handler(job)
-            else:
-                with anyio.fail_after(self.handler_timeout):
-                    await self._handler(job)
-        except anyio.get_cancelled_exc_class():
+    async def give_back(self, jobs: Sequence[_Held], *, started: bool) -> None:
+        for held in jobs:
             if not held.stale:
-                log.warning("job %d: handler cancelled at shutdown; releasing it", job.id)
+                if started:
+                    log.warning("job %d: handler cancelled at shutdown; releasing it",
+                                held.job.id)
                 self._ack(Release, held)
-            self._done(held)
-            raise
-        except Exception as exc:  # the handler's failure is the job's outcome
-            self.stats.failed += 1
-            log.error("job %d: handler failed", job.id, exc_info=exc)
-            try:
-                if not held.stale:
-                    await self._fail(held, exc)
-            finally:
-                self._done(held)
-            return
-        except BaseException:
-            self._done(held)
-            raise
-        if not held.stale:
-            self._ack(Delete, held)
-        self._done(held)
 
-    def _done(self, held: _Held) -> None:
-        if held in self._holding:
-            self._holding.discard(held)
-            self.stats.in_flight -= 1
-        if self._held.get(held.job.id) is held:
-            del self._held[held.job.id]
-        self._wake.set()
+    def forget(self, job: _Held) -> None:
+        if self.held.get(job.job.id) is job:
+            del self.held[job.job.id]
+
+    async def drain(self) -> None:
+        """Wait for every queued ack to be answered, so that closing cannot drop a delete the
+        server has not read yet."""
+        w = self.w
+        with anyio.move_on_after(max(w.max_ack_delay, w.idle_wait) + 5):
+            await self.engine.until(lambda: self.acks_out == 0)
 
     async def _fail(self, held: _Held, error: Exception) -> None:
-        client = self._client
+        client, retry = self.client, self.w.retry
         failed_at = time.time()
         reserves: int | None = None
-        priority = self.retry.priority
-        if client is not None and held.generation == self._generation:
+        priority = retry.priority
+        if client is not None and held.generation == self.generation:
             try:
                 stats = await client.stats_job(held.job)
                 reserves = stats["reserves"]
                 priority = stats["pri"] if priority is None else priority
             except JobwireError:
                 pass
-        if self.events is not None:
+        if self.w.events is not None:
             self._emit("failed", held, failed_at, group=failure_group(error), attempt=reserves)
         reserves = reserves or 1
-        if self.retry.bury_after is not None and reserves >= self.retry.bury_after:
+        if retry.bury_after is not None and reserves >= retry.bury_after:
             self._ack(Bury, held, priority=priority)
         else:
-            self._ack(Release, held, priority=priority, delay=self.retry.delay(reserves))
+            self._ack(Release, held, priority=priority, delay=retry.delay(reserves))
 
     def _ack(
         self,
@@ -679,12 +599,12 @@ class AsyncWorker:
     ) -> None:
         """Queue a job's outcome without waiting; the reply updates the counters, and one
         that says the server no longer holds the job for us is logged and counted as lost."""
-        client = self._client
+        client, engine, stats = self.client, self.engine, self.w.stats
         job, generation = held.job, held.generation
         if client is None or client._session.broken is not None:
             self._lost(held, kind.name, "no connection")
             return
-        if kind is not Delete and generation != self._generation:
+        if kind is not Delete and generation != self.generation:
             # Only this connection could release, bury or touch it; the server has put the
             # job back (TTR or connection close). A delete is still worth trying.
             self._lost(held, kind.name, "reserved on a lost connection")
@@ -697,44 +617,44 @@ class AsyncWorker:
         elif kind is Bury:
             command = Bury(job.id, DEFAULT_PRIORITY if priority is None else priority)
         elif priority is None:  # release of a cancelled handler's job: keep its priority
-            self._acks_out += 1
+            self.acks_out += 1
 
             def released(ok: bool) -> None:
-                self._acks_out -= 1
-                self._wake.set()
+                self.acks_out -= 1
+                engine.wake()
                 if ok:
-                    self.stats.released += 1
-                    if self.events is not None:
+                    stats.released += 1
+                    if self.w.events is not None:
                         self._emit("released", held, queued_at)
                 else:
                     self._lost(held, "release", "server refused")
 
             client._session.give_back(job.id, released)
-            self._wake.set()
+            engine.wake()
             return
         else:
             command = Release(job.id, priority, delay)
-        self._acks_out += 1
+        self.acks_out += 1
 
         def on_reply(pending: Pending[Reply]) -> None:
-            self._acks_out -= 1
-            self._wake.set()
+            self.acks_out -= 1
+            engine.wake()
             if pending.error is None:
                 counter = _COUNTERS[kind]
-                setattr(self.stats, counter, getattr(self.stats, counter) + 1)
-                if self.events is not None and kind is not Touch:
+                setattr(stats, counter, getattr(stats, counter) + 1)
+                if self.w.events is not None and kind is not Touch:
                     self._emit(_EVENTS[kind], held, queued_at)
             else:
                 self._lost(held, kind.name, str(pending.error))
 
         client._submit_nowait(command, on_reply)
-        self._wake.set()  # the pump flushes it
+        engine.wake()  # the pump flushes it
 
     def _lost(self, held: _Held, action: str, why: str, at: float | None = None) -> None:
-        self.stats.lost += 1
-        if self.events is not None:
+        self.w.stats.lost += 1
+        if self.w.events is not None:
             self._emit("lost", held, time.time() if at is None else at)
-        where = "a lost connection" if held.generation != self._generation else "this connection"
+        where = "a lost connection" if held.generation != self.generation else "this connection"
         log.warning(
             "job %d: %s not done (%s); it was reserved on %s and the server has released it "
             "or will when its TTR runs out", held.job.id, action, why, where,
@@ -745,11 +665,12 @@ class AsyncWorker:
     def _reserved_event(self, held: _Held) -> None:
         """Record ``reserved`` for a job just reserved: at once when one tube is watched,
         else once ``stats-job`` has named its tube (queued now, ahead of any outcome)."""
-        if len(self.tubes) == 1:
-            held.tube = self.tubes[0]
+        tubes = self.w.tubes
+        if len(tubes) == 1:
+            held.tube = tubes[0]
             self._emit("reserved", held, held.reserved_at)
             return
-        client = self._client
+        client = self.client
         if client is None:  # stopping: the job goes straight back; its tube stays unknown
             self._emit("reserved", held, held.reserved_at)
             return
@@ -763,21 +684,23 @@ class AsyncWorker:
 
     def _emit(self, event: str, held: _Held, at: float, *, group: str | None = None,
               attempt: int | None = None) -> None:
-        assert self.events is not None
-        self.events.emit(event, at, "beanstalk", held.tube or "", str(held.job.id),
-                         self.worker_id, None, group, attempt)
+        events = self.w.events
+        assert events is not None
+        events.emit(event, at, "beanstalk", held.tube or "", str(held.job.id),
+                    self.w.worker_id, None, group, attempt)
 
     # -- auto-touch ----------------------------------------------------------------------------
 
     async def _toucher(self, client: AsyncClient) -> None:
         """Touch held jobs before their TTR runs out. One task for all jobs; a handler that
         finishes within ``touch_after`` costs nothing here."""
-        interval = min(self.touch_after, 0.25)
+        touch_after = self.w.touch_after
+        interval = min(touch_after, 0.25)
         while True:
             await anyio.sleep(interval)
             now = anyio.current_time()
-            for job_id, held in list(self._held.items()):
-                if held.generation != self._generation or now - held.started < self.touch_after:
+            for job_id, held in list(self.held.items()):
+                if held.generation != self.generation or now - held.started < touch_after:
                     continue
                 if held.ttr is None and held.due is None:
                     held.due = math.inf  # asked; the answer sets the real due time
@@ -791,50 +714,19 @@ class AsyncWorker:
         def plan(pending: Pending[Ok]) -> None:
             if pending.reply is not None:
                 stats = parse_job_stats(pending.reply.data)
-                held.schedule(stats["ttr"], stats["time-left"], self.max_ack_delay)
+                held.schedule(stats["ttr"], stats["time-left"], self.w.max_ack_delay)
 
         return plan
 
     def _touched(self, job_id: int, held: _Held) -> Callable[[Pending[Reply]], None]:
         def touched(pending: Pending[Reply]) -> None:
             if pending.error is None and held.ttr is not None:
-                self.stats.touched += 1
-                held.schedule(held.ttr, held.ttr, self.max_ack_delay)
+                self.w.stats.touched += 1
+                held.schedule(held.ttr, held.ttr, self.w.max_ack_delay)
             else:
                 log.warning("job %d: touch failed: %s", job_id, pending.error)
 
         return touched
-
-    # -- shutdown ------------------------------------------------------------------------------
-
-    async def _wait_handlers(self) -> None:
-        if not self._holding:
-            return
-        log.info("stopping: waiting up to %.1f s for %d handler(s)", self.shutdown_timeout,
-                 len(self._holding))
-        with anyio.move_on_after(self.shutdown_timeout):
-            await self._until(lambda: not self._holding)
-        if self._holding and self._handlers_tg is not None:
-            self._handlers_tg.cancel_scope.cancel()  # each releases its job as it ends
-            while self._ready:  # reserved, never started: give them back too
-                held = self._ready.popleft()
-                if not held.stale:
-                    self._ack(Release, held)
-                self._done(held)
-            await self._until(lambda: not self._holding)
-
-    async def _until(self, condition: Callable[[], bool]) -> None:
-        while True:
-            wake = self._wake = anyio.Event()
-            if condition():
-                return
-            if self._client is not None:
-                await self._client._flush()
-            await wake.wait()
-
-    async def _wait_acks(self) -> None:
-        with anyio.move_on_after(max(self.max_ack_delay, self.idle_wait) + 5):
-            await self._until(lambda: self._acks_out == 0)
 
 
 class _Held:
@@ -859,6 +751,8 @@ class _Held:
         self.ttr = ttr
         self.due = anyio.current_time() + left - min(max_ack_delay + 0.5, ttr / 2)
 
+
+_job_of = operator.attrgetter("job")
 
 _COUNTERS: dict[type[Any], str] = {
     Delete: "deleted", Release: "released", Bury: "buried", Touch: "touched",
@@ -905,8 +799,7 @@ class Worker:
     ) -> None:
         if isinstance(address, AsyncClient):
             raise TypeError("Worker takes a Client, URL or address; AsyncWorker an AsyncClient")
-        self._target = address
-        self._options: dict[str, Any] = {
+        options: dict[str, Any] = {
             "port": port, "tubes": tubes, "concurrency": concurrency,
             "max_ack_delay": max_ack_delay, "idle_wait": idle_wait, "retry": retry,
             "auto_touch": auto_touch, "touch_after": touch_after,
@@ -915,14 +808,13 @@ class Worker:
             "server_hostname": server_hostname,
         }
         # Bad arguments (an address, ssl=, a count, a tube name) raise here, not in run().
-        shape = AsyncWorker(address, **self._options)
+        shape = AsyncWorker(address, **options)
         #: The server, resolved (a client given as ``address`` lends its own).
         self.address: Address = shape.address
         self._shown = (shape.tubes, shape.concurrency, shape._tls)
-        self._async: AsyncWorker | None = None
-        self._token: anyio.lowlevel.EventLoopToken | None = None
-        self._stop_requested = False
-        self._ready = threading.Event()
+        self._runner: BlockingRunner[Job, WorkerStats] = BlockingRunner(
+            lambda: AsyncWorker(address, **options), WorkerStats
+        )
 
     def __repr__(self) -> str:
         return _describe(self, self.address, *self._shown)
@@ -930,40 +822,12 @@ class Worker:
     @property
     def stats(self) -> WorkerStats:
         """The counters of the running (or last) worker."""
-        return self._async.stats if self._async is not None else WorkerStats()
+        return self._runner.stats
 
     def run(self, handler: SyncHandler, *, handle_signals: bool | None = None) -> None:
         """Block, handling jobs, until :meth:`stop` (from any thread) or SIGTERM/SIGINT."""
-        anyio.run(self._main, handler, handle_signals)
-
-    async def _main(self, handler: SyncHandler, handle_signals: bool | None) -> None:
-        worker = AsyncWorker(self._target, **self._options)
-        limiter = anyio.CapacityLimiter(worker.concurrency)
-
-        def given_up(threads: int) -> None:
-            worker._abandoned += threads
-            worker._wake.set()
-
-        async def in_thread(job: Job) -> object:
-            # Over handler_timeout or at shutdown the thread runs on in its slot until it
-            # returns (the limiter, released at once, does not count it).
-            return await run_in_thread(handler, job, limiter=limiter, given_up=given_up)
-
-        self._async = worker
-        self._token = anyio.lowlevel.current_token()
-        self._ready.set()
-        if self._stop_requested:
-            worker.stop()
-        async with worker:
-            await worker.run(in_thread, handle_signals=handle_signals)
+        self._runner.run(handler, handle_signals)
 
     def stop(self) -> None:
         """Ask the worker to stop (from any thread, a handler included)."""
-        self._stop_requested = True
-        if self._async is None or self._token is None:
-            return
-        try:
-            anyio.from_thread.run_sync(self._async.stop, token=self._token)
-        except RuntimeError:  # called from the event loop thread itself
-            self._async.stop()
-
+        self._runner.stop()
