@@ -60,13 +60,20 @@ from typing import Any
 
 import anyio
 
+import jobwire
 from jobwire._backoff import Backoff
 from jobwire._pending import Pending
 from jobwire._signals import wants_signals
 from jobwire._streams import SSLOption, tls_context
 from jobwire._url import Address, AddressLike, address_url, describe, resolve_address
 from jobwire._worker import BlockingRunner, Engine, Source
-from jobwire.errors import ConnectionLost, JobwireConnectionError, JobwireError, OperationTimeout
+from jobwire.errors import (
+    ConnectionLost,
+    JobwireConnectionError,
+    JobwireError,
+    LocalProtocolError,
+    OperationTimeout,
+)
 from jobwire.events import EventSink, default_worker_id, failure_group
 
 from ._commands import (
@@ -112,52 +119,95 @@ class WorkerStats:
     in_flight: int = 0  #: jobs held by handlers right now
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """What happens to a job whose handler raised.
+@dataclass(frozen=True, init=False)
+class RetryPolicy(jobwire.RetryPolicy):
+    """What happens to a job whose handler raised: :class:`jobwire.RetryPolicy` as beanstalkd
+    can carry it.
 
     The job is released with ``delay(reserves)`` seconds of delay (exponential: ``base_delay``,
     then twice that, and so on, up to ``max_delay``), or buried once it has been reserved
-    ``bury_after`` times (the count comes from ``stats-job``). ``priority`` None keeps the job's
-    own priority.
+    ``max_attempts`` times (the count comes from ``stats-job``; ``bury_after`` is the same
+    setting under its older name) or when the failure is not one of ``retry_on`` (by default
+    every ``Exception`` is retried). ``priority`` None keeps the job's own priority.
 
     Delays are **whole seconds**: beanstalkd's ``release`` takes its delay as a whole number of
     seconds, so ``base_delay`` and ``max_delay`` must be whole numbers (``2`` or ``2.0``). A
     fraction such as ``0.1`` is refused rather than rounded: rounding it up would silently wait
-    ten times longer than asked, rounding it down would not wait at all.
+    ten times longer than asked, rounding it down would not wait at all. A worker given a
+    plain :class:`jobwire.RetryPolicy` checks its delays the same way when it is made.
 
     Raises:
-        TypeError: a delay, ``bury_after`` or ``priority`` that is not a number (an int for the
-            last two).
-        ValueError: a delay that is not a whole number of seconds, or outside 0 .. 2**32 - 1;
-            ``bury_after`` below 1; ``priority`` outside 0 .. 2**32 - 1.
+        TypeError: a delay, ``max_attempts``/``bury_after`` or ``priority`` that is not a
+            number (an int for the last two); ``retry_on`` not a tuple of exception types;
+            ``max_attempts`` and ``bury_after`` both given, and different.
+        LocalProtocolError: (a ``ValueError``) a delay that is not a whole number of seconds,
+            or outside 0 .. 2**32 - 1; ``max_attempts`` below 1; ``priority`` outside
+            0 .. 2**32 - 1.
     """
 
     base_delay: int = 1
     max_delay: int = 60
-    bury_after: int | None = 5
+    max_attempts: int | None = 5
     priority: int | None = None
 
-    def __post_init__(self) -> None:
-        for name in ("base_delay", "max_delay"):
-            object.__setattr__(self, name, _whole_seconds(getattr(self, name), name))
-        if self.bury_after is not None:
-            if isinstance(self.bury_after, bool) or not isinstance(self.bury_after, int):
-                raise TypeError(f"bury_after is an int or None, not {self.bury_after!r}")
-            if self.bury_after < 1:
-                raise ValueError(f"bury_after must be >= 1 (or None: never bury), not "
-                                 f"{self.bury_after}")
-        if self.priority is not None:
-            if isinstance(self.priority, bool) or not isinstance(self.priority, int):
-                raise TypeError(f"priority is an int or None, not {self.priority!r}")
-            if not 0 <= self.priority <= _U32:
-                raise ValueError(f"priority must be in 0 .. {_U32}, not {self.priority}")
+    def __init__(
+        self,
+        base_delay: int = 1,
+        max_delay: int = 60,
+        bury_after: int | None = 5,
+        priority: int | None = None,
+        *,
+        retry_on: tuple[type[BaseException], ...] = (Exception,),
+        max_attempts: int | None = 5,
+    ) -> None:
+        if max_attempts != bury_after and 5 not in (max_attempts, bury_after):
+            raise TypeError(f"max_attempts ({max_attempts!r}) and bury_after ({bury_after!r}) "
+                            "are the same setting: give one")
+        attempts, name = ((bury_after, "bury_after") if max_attempts == 5
+                          else (max_attempts, "max_attempts"))
+        if attempts is not None:
+            if isinstance(attempts, bool) or not isinstance(attempts, int):
+                raise TypeError(f"{name} is an int or None, not {attempts!r}")
+            if attempts < 1:
+                raise LocalProtocolError(f"{name} must be >= 1 (or None: never bury), not "
+                                         f"{attempts}")
+        if priority is not None:
+            if isinstance(priority, bool) or not isinstance(priority, int):
+                raise TypeError(f"priority is an int or None, not {priority!r}")
+            if not 0 <= priority <= _U32:
+                raise LocalProtocolError(f"priority must be in 0 .. {_U32}, not {priority}")
+        for field, value in (
+            ("retry_on", retry_on), ("base_delay", _whole_seconds(base_delay, "base_delay")),
+            ("max_delay", _whole_seconds(max_delay, "max_delay")), ("max_attempts", attempts),
+            ("priority", priority),
+        ):
+            object.__setattr__(self, field, value)
+        self.__post_init__()
 
-    def delay(self, reserves: int) -> int:
-        """Seconds to delay the release after the ``reserves``-th reserve failed."""
+    @property
+    def bury_after(self) -> int | None:
+        """``max_attempts``, by its older name: reserves after which a failing job is buried."""
+        return self.max_attempts
+
+    def delay(self, attempt: int) -> int:
+        """Seconds to delay the release after the ``attempt``-th reserve failed."""
         # 2**32 already takes any base_delay >= 1 past every max_delay the wire allows.
-        exponent: int = min(max(reserves - 1, 0), 32)
+        exponent: int = min(max(attempt - 1, 0), 32)
         return min(self.max_delay, self.base_delay * (1 << exponent))
+
+    @classmethod
+    def for_the_wire(cls, policy: jobwire.RetryPolicy) -> RetryPolicy:
+        """``policy`` as beanstalk's (it is already, or its delays are whole seconds).
+
+        Raises:
+            LocalProtocolError: a delay of ``policy`` is not a whole number of seconds (the
+                error names the field: ``retry.base_delay``).
+        """
+        if isinstance(policy, cls):
+            return policy
+        return cls(_whole_seconds(policy.base_delay, "retry.base_delay"),
+                   _whole_seconds(policy.max_delay, "retry.max_delay"),
+                   retry_on=policy.retry_on, max_attempts=policy.max_attempts)
 
 
 _U32 = 2**32 - 1
@@ -167,15 +217,16 @@ def _whole_seconds(value: object, name: str) -> int:
     """``value`` as a whole number of seconds for the wire.
 
     Raises:
-        TypeError: not a number. ValueError: a fraction, not finite, or outside 0 .. 2**32 - 1.
+        TypeError: not a number. LocalProtocolError: a fraction, not finite, or outside
+            0 .. 2**32 - 1.
     """
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} is a whole number of seconds, not {value!r}")
     if not math.isfinite(value) or value != int(value):
-        raise ValueError(f"{name} must be a whole number of seconds (beanstalkd's delays are "
-                         f"whole seconds), not {value!r}")
+        raise LocalProtocolError(f"{name} must be a whole number of seconds (beanstalkd's "
+                                 f"delays are whole seconds), not {value!r}")
     if not 0 <= value <= _U32:
-        raise ValueError(f"{name} must be in 0 .. {_U32} seconds, not {value!r}")
+        raise LocalProtocolError(f"{name} must be in 0 .. {_U32} seconds, not {value!r}")
     return int(value)
 
 
@@ -246,7 +297,8 @@ class AsyncWorker:
             bury, touch) may wait behind a blocking reserve. Whole seconds on the wire; below 1,
             reserves poll without blocking every ``max_ack_delay`` seconds.
         idle_wait: how long the one blocking reserve may wait when nothing is held.
-        retry: what to do with jobs whose handler raised.
+        retry: what to do with jobs whose handler raised (a :class:`RetryPolicy`, or a
+            :class:`jobwire.RetryPolicy` whose delays are whole seconds).
         auto_touch: touch jobs whose handlers run long, before their TTR runs out.
         touch_after: seconds a handler runs before auto-touch looks at its job.
         handler_timeout: hard limit per handler, in seconds; over it, the handler is cancelled
@@ -268,8 +320,8 @@ class AsyncWorker:
     Raises:
         TypeError: ``ssl`` is not a bool or an ``ssl.SSLContext``; ``port``, ``ssl`` or
             ``server_hostname`` given with a client.
-        ValueError, LocalProtocolError, InvalidAddress: a bad count, tube name or address
-            (nothing is sent).
+        ValueError, LocalProtocolError, InvalidAddress: a bad count, tube name or address,
+            or a ``retry`` whose delays are not whole seconds (nothing is sent).
     """
 
     def __init__(
@@ -281,7 +333,7 @@ class AsyncWorker:
         concurrency: int = 1,
         max_ack_delay: float = 1.0,
         idle_wait: float = 5.0,
-        retry: RetryPolicy | None = None,
+        retry: jobwire.RetryPolicy | None = None,
         auto_touch: bool = True,
         touch_after: float = 0.5,
         handler_timeout: float | None = None,
@@ -302,7 +354,7 @@ class AsyncWorker:
         self.concurrency = concurrency
         self.max_ack_delay = max_ack_delay
         self.idle_wait = idle_wait
-        self.retry = retry or RetryPolicy()
+        self.retry = RetryPolicy() if retry is None else RetryPolicy.for_the_wire(retry)
         self.auto_touch = auto_touch
         self.touch_after = touch_after
         self.handler_timeout = handler_timeout
@@ -512,7 +564,7 @@ class _Reserving(Source["_Held"]):
         if reply is not None:
             self.work_known = True
             stats.reserved += 1
-            held = _Held(Job(reply.job_id, reply.body), anyio.current_time(), self.generation)
+            held = _Held(Job(reply.job_id, reply.body), time.monotonic(), self.generation)
             stopping = not engine.accepting or self.client is None
             old = self.held.get(held.job.id)
             if old is not None and not stopping:
@@ -584,10 +636,10 @@ class _Reserving(Source["_Held"]):
         if self.w.events is not None:
             self._emit("failed", held, failed_at, group=failure_group(error), attempt=reserves)
         reserves = reserves or 1
-        if retry.bury_after is not None and reserves >= retry.bury_after:
-            self._ack(Bury, held, priority=priority)
-        else:
+        if retry.retries(error, reserves):
             self._ack(Release, held, priority=priority, delay=retry.delay(reserves))
+        else:
+            self._ack(Bury, held, priority=priority)
 
     def _ack(
         self,
@@ -698,7 +750,7 @@ class _Reserving(Source["_Held"]):
         interval = min(touch_after, 0.25)
         while True:
             await anyio.sleep(interval)
-            now = anyio.current_time()
+            now = time.monotonic()
             for job_id, held in list(self.held.items()):
                 if held.generation != self.generation or now - held.started < touch_after:
                     continue
@@ -749,7 +801,7 @@ class _Held:
         """Touch ahead of the deadline by the time a touch may wait behind a blocking reserve
         plus half a second, or half the TTR for very short ones."""
         self.ttr = ttr
-        self.due = anyio.current_time() + left - min(max_ack_delay + 0.5, ttr / 2)
+        self.due = time.monotonic() + left - min(max_ack_delay + 0.5, ttr / 2)
 
 
 _job_of = operator.attrgetter("job")
@@ -786,7 +838,7 @@ class Worker:
         concurrency: int = 1,
         max_ack_delay: float = 1.0,
         idle_wait: float = 5.0,
-        retry: RetryPolicy | None = None,
+        retry: jobwire.RetryPolicy | None = None,
         auto_touch: bool = True,
         touch_after: float = 0.5,
         handler_timeout: float | None = None,

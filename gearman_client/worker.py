@@ -9,10 +9,11 @@ How a worker runs, per server:
 
 1. connect; send RESET_ABILITIES, SET_CLIENT_ID (if given) and CAN_DO / CAN_DO_TIMEOUT for every
    registered function (again after every reconnect, with a jittered back-off between attempts);
-2. take a free slot of the concurrency limit *before* grabbing, so it never holds a job it cannot
-   start (slots are shared by all servers);
-3. GRAB_JOB_UNIQ (GRAB_JOB_ALL with ``grab_all=True``): a job runs in its own task; NO_JOB gives
-   the slot back and sends PRE_SLEEP, then waits for NOOP, or at most ``regrab_interval``
+2. count a grab against the free slots *before* sending it, so it never holds a job it cannot
+   start (the slots, shared by all servers, are :mod:`jobwire._worker`'s engine, as are the
+   graceful stop and the signals; this module keeps one connection per server);
+3. GRAB_JOB_UNIQ (GRAB_JOB_ALL with ``grab_all=True``): a job goes to an idle handler slot; NO_JOB
+   gives the slot back and sends PRE_SLEEP, then waits for NOOP, or at most ``regrab_interval``
    seconds (gearmand 1.1.x never wakes a worker for an epoch job that comes due);
 4. a handler's return value is sent as WORK_COMPLETE. An exception is logged (with its
    traceback, at ERROR) and sent as WORK_WARNING (``"ValueError: text"``) followed by WORK_FAIL,
@@ -43,23 +44,23 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from types import TracebackType
 from typing import Any
 
 import anyio
-import anyio.abc
 import anyio.from_thread
 import anyio.lowlevel
 
 from jobwire._backoff import Backoff
 from jobwire._pending import Pending
-from jobwire._signals import wants_signals, watch_signals
+from jobwire._signals import wants_signals
 from jobwire._streams import SSLOption, tls_context
-from jobwire._threads import run_in_thread
 from jobwire._transport import AsyncTransport
 from jobwire._url import Address, address_url, describe
+from jobwire._worker import BlockingRunner, Engine, Source
 from jobwire.errors import JobwireError, LocalProtocolError, OperationTimeout, TLSError
 from jobwire.events import EventSink, default_worker_id, failure_group
 
@@ -72,6 +73,18 @@ __all__ = ["AsyncJob", "AsyncWorker", "Job", "Worker", "WorkerStats"]
 logger = logging.getLogger("gearman_client.worker")
 
 
+class _Link:
+    """One open connection to a server and the jobs assigned on it."""
+
+    __slots__ = ("running", "session", "transport")
+
+    def __init__(self, session: GearmanSession, transport: AsyncTransport) -> None:
+        self.session = session
+        self.transport = transport
+        #: Jobs assigned on this connection and not yet done (their reports go on it).
+        self.running = 0
+
+
 @dataclass(eq=False)
 class AsyncJob:
     """A job given to an async handler."""
@@ -81,12 +94,14 @@ class AsyncJob:
     unique: bytes
     data: bytes
     reducer: bytes | None
-    _session: GearmanSession = field(repr=False)
-    _transport: AsyncTransport = field(repr=False)
+    _link: _Link = field(repr=False)
+    #: Its function was registered with ``exceptions=True`` (set when its handler starts).
+    _exceptions: bool = field(default=False, repr=False, init=False)
 
     async def _send(self, packet: pk.Packet) -> None:
-        self._session.request(packet)
-        await self._transport.flush()
+        link = self._link
+        link.session.request(packet)
+        await link.transport.flush()
 
     async def send_data(self, data: str | bytes) -> None:
         """WORK_DATA: partial data for the waiting clients."""
@@ -124,18 +139,8 @@ class WorkerStats:
     in_flight: int = 0  #: jobs whose handler runs right now
 
 
-class _Connection:
-    """One open connection to a server and the jobs running on it."""
-
-    __slots__ = ("changed", "running", "session", "transport")
-
-    def __init__(self, session: GearmanSession, transport: AsyncTransport) -> None:
-        self.session = session
-        self.transport = transport
-        #: Jobs whose handlers run (or wait to start) on this connection.
-        self.running = 0
-        #: Set when a job ends, or on stop(): wakes the shutdown wait.
-        self.changed = anyio.Event()
+def _as_is(job: AsyncJob) -> AsyncJob:
+    return job
 
 
 class AsyncWorker:
@@ -205,11 +210,8 @@ class AsyncWorker:
         self.worker_id = (default_worker_id() if self.client_id is None
                           else self.client_id.decode("utf-8", "replace"))
         self._abilities: dict[bytes, _Ability] = {}
-        self._live: list[_Connection] = []
-        self._stopping = False
-        self._sleeps: set[anyio.CancelScope] = set()  # every wait stop() interrupts
-        self._noop_waits: set[anyio.CancelScope] = set()  # waits for NOOP only
-        self._limiter: anyio.CapacityLimiter | None = None
+        self._source = _Grabbing(self)
+        self._engine: Engine[AsyncJob] = self._new_engine()
 
     def __repr__(self) -> str:
         return _describe(self, self)
@@ -217,7 +219,19 @@ class AsyncWorker:
     @property
     def sleeping(self) -> bool:
         """True while a connection waits for NOOP after PRE_SLEEP (its last grab got NO_JOB)."""
-        return bool(self._noop_waits)
+        return bool(self._source.noop_waits)
+
+    def _new_engine(self) -> Engine[AsyncJob]:
+        """An engine for the next run (a blocking worker's runs each take a fresh one: handler
+        threads given up in one run do not hold slots in the next)."""
+        # Each server backs off on its own (_Grabbing): the engine reconnects nothing.
+        self._engine = Engine(
+            self._source, self.stats, logger, concurrency=self.concurrency,
+            handler_timeout=None, shutdown_timeout=self.shutdown_timeout, backoff=Backoff(),
+            reconnect_on=(),
+        )
+        self._source.engine = self._engine
+        return self._engine
 
     def register(
         self, function: str | bytes, handler: Callable[[AsyncJob], Awaitable[Any]], *,
@@ -248,23 +262,13 @@ class AsyncWorker:
         packet: pk.Packet = pk.CanDo(name) if millis is None else pk.CanDoTimeout(name, millis)
         packet.validate()
         self._abilities[name] = _Ability(handler, millis, exceptions)
-        for conn in self._live:
-            conn.session.request(packet)
-        self._wake_sleepers()
+        self._source.announce(packet)
 
     def unregister(self, function: str | bytes) -> None:
         """Stop taking jobs of ``function`` (CANT_DO on every open connection)."""
         name = as_bytes(function, "function")
         self._abilities.pop(name, None)
-        for conn in self._live:
-            conn.session.request(pk.CantDo(name))
-        self._wake_sleepers()
-
-    def _wake_sleepers(self) -> None:
-        # A sleeping connection sends nothing until woken: wake it so the CAN_DO / CANT_DO just
-        # queued goes out now (followed by a grab, in order on the same connection).
-        for scope in list(self._noop_waits):
-            scope.cancel()
+        self._source.announce(pk.CantDo(name))
 
     def stop(self) -> None:
         """Stop grabbing; :meth:`run` returns once the running jobs have reported, or once
@@ -272,11 +276,7 @@ class AsyncWorker:
         server, which requeues them). Safe to call from a handler, another task, or a signal
         handler in the event loop's thread; before :meth:`run`, it makes the next run return
         at once."""
-        self._stopping = True
-        for scope in list(self._sleeps):
-            scope.cancel()
-        for conn in self._live:
-            conn.changed.set()
+        self._engine.stop()
 
     async def run(self, *, handle_signals: bool | None = None) -> None:
         """Serve every server until :meth:`stop`, or SIGTERM/SIGINT when ``handle_signals``
@@ -288,231 +288,288 @@ class AsyncWorker:
         """
         if not self._abilities:
             raise LocalProtocolError("register at least one function before run()")
-        self._limiter = anyio.CapacityLimiter(self.concurrency)
+        engine = self._engine  # the settings as they are now (public attributes: reassignable)
+        engine.concurrency, engine.shutdown_timeout = self.concurrency, self.shutdown_timeout
         try:
-            async with anyio.create_task_group() as outer:
-                if wants_signals(handle_signals):
-                    outer.start_soon(watch_signals, self.stop, logger)
-                async with anyio.create_task_group() as servers:
-                    for address in self._addresses:
-                        servers.start_soon(self._serve_server, address)
-                outer.cancel_scope.cancel()
+            await engine.run(self._dispatch, _as_is, signals=wants_signals(handle_signals))
         finally:
-            self._stopping = False
+            engine.stopping = False
 
-    async def _serve_server(self, address: Address) -> None:
-        backoff = Backoff(base=0.05, cap=5.0)
-        while not self._stopping:
-            session = GearmanSession()
-            transport = AsyncTransport(
-                address, session, connect_timeout=self.connect_timeout,
-                ssl=self.ssl_context, server_hostname=self.server_hostname,
-            )
+    def _dispatch(self, job: AsyncJob) -> Awaitable[Any]:
+        """The engine's handler: the one registered for the job's function."""
+        ability = self._abilities.get(job.function)
+        if ability is None:
+            raise LookupError(f"no handler for {job.function!r}")
+        if ability.exceptions:
+            job._exceptions = True
+        return ability.handler(job)
+
+
+class _Grabbing(Source[AsyncJob]):
+    """How a Gearman worker fetches (one grab at a time per server, PRE_SLEEP until NOOP),
+    settles (WORK_COMPLETE, or WORK_WARNING + WORK_FAIL / WORK_EXCEPTION, on the job's own
+    connection) and hands back (it cannot: the connection's close requeues the job). Each
+    server has a task of its own (:meth:`connection_tasks`) that connects, grabs and, once
+    the connection fails, backs off and connects again."""
+
+    def __init__(self, worker: AsyncWorker) -> None:
+        self.w = worker
+        self.engine: Engine[AsyncJob]
+        #: The open connections (register and unregister reach them).
+        self.live: list[_Link] = []
+        #: Grabs sent and not answered yet, over all servers: they count against free slots.
+        self.grabs_out = 0
+        self.sleeps: set[anyio.CancelScope] = set()  # every wait stop() interrupts
+        self.noop_waits: set[anyio.CancelScope] = set()  # waits for NOOP only
+        #: Set when a slot may have come free (a job done, a grab answered NO_JOB) or on the
+        #: stop, while ``waiting`` tasks wait for it (the servers' tasks share it).
+        self.freed = anyio.Event()
+        self.waiting = 0
+
+    def announce(self, packet: pk.Packet) -> None:
+        """Queue a CAN_DO / CANT_DO on every open connection, and wake the sleeping ones: a
+        sleeping connection sends nothing until woken, so it goes out now (followed by a grab,
+        in order on the same connection)."""
+        for link in self.live:
+            link.session.request(packet)
+        for scope in list(self.noop_waits):
+            scope.cancel()
+
+    # -- connections ---------------------------------------------------------------------------
+
+    def connection_tasks(self) -> list[Callable[[], Awaitable[None]]]:
+        self.freed, self.waiting, self.grabs_out = anyio.Event(), 0, 0  # this run's loop
+        return [partial(self._serve, address) for address in self.w._addresses]
+
+    async def fetch(self) -> None:
+        """The grabs run in the servers' tasks: wait for the stop, then end every wait it
+        interrupts (a grab a server may never answer, a sleep until NOOP)."""
+        await self.engine.pause(math.inf)
+        self.freed.set()
+        for scope in list(self.sleeps):
+            scope.cancel()
+
+    async def _until(self, condition: Callable[[], bool]) -> None:
+        """Wait until ``condition()`` holds, looking again whenever ``freed`` is set."""
+        while not condition():
+            if self.freed.is_set():
+                self.freed = anyio.Event()
+            freed = self.freed
+            self.waiting += 1
             try:
-                await transport.connect()
-                session.on_error = lambda error: logger.info(
-                    "%s answered %s: %s", address, error.code.decode(errors="replace"),
-                    error.text.decode(errors="replace"),
-                )
-                session.request(pk.ResetAbilities())
-                if self.client_id is not None:
-                    session.request(pk.SetClientId(self.client_id))
-                for name, ability in self._abilities.items():
-                    session.request(pk.CanDo(name) if ability.timeout is None
-                                    else pk.CanDoTimeout(name, ability.timeout))
-                await transport.flush()
-                backoff.reset()
-                conn = _Connection(session, transport)
-                self._live.append(conn)
-                try:
-                    async with anyio.create_task_group() as jobs:
-                        try:
-                            await self._grab_loop(conn, jobs)
-                        except JobwireError as exc:  # running jobs still finish (and fail to
-                            logger.info("worker connection to %s: %s", address, exc)  # report)
-                        await self._wait_jobs(conn, jobs)
-                finally:
-                    self._live.remove(conn)
-            except TLSError as exc:  # a setup problem, not a passing outage: say it louder
-                logger.warning("worker connection to %s: %s", address, exc)
-            except JobwireError as exc:
-                logger.info("worker connection to %s: %s", address, exc)
+                await freed.wait()
             finally:
-                with anyio.CancelScope(shield=True):
-                    await transport.aclose()
-            if not self._stopping:
-                self.stats.reconnects += 1
-                delay = backoff.next_delay()
-                with anyio.CancelScope() as scope:
-                    self._sleeps.add(scope)
-                    try:
-                        await anyio.sleep(delay)
-                    finally:
-                        self._sleeps.discard(scope)
+                self.waiting -= 1
 
-    async def _grab_loop(self, conn: _Connection, jobs: anyio.abc.TaskGroup) -> None:
-        limiter = self._limiter
-        assert limiter is not None
-        session, transport = conn.session, conn.transport
-        grab = pk.GrabJobAll() if self.grab_all else pk.GrabJobUniq()
-        while not self._stopping:
-            token = object()
-            acquired = False
-            with anyio.CancelScope() as scope:  # stop() interrupts the wait for a free slot
-                self._sleeps.add(scope)
-                try:
-                    if not self._stopping:
-                        await limiter.acquire_on_behalf_of(token)
-                        acquired = True
-                finally:
-                    self._sleeps.discard(scope)
-            if not acquired:
-                return
+    async def _serve(self, address: Address) -> None:
+        """One server, until the engine cancels it: connect, register and grab; after a
+        failure, let the jobs assigned on the connection report on it (or fail to), close it,
+        back off and connect again. Once stopping, the connection stays open until the engine
+        is done with the handlers."""
+        w, engine = self.w, self.engine
+        backoff = Backoff(base=0.05, cap=5.0)
+        while not engine.stopping:
+            session = GearmanSession()
+            link = _Link(session, AsyncTransport(
+                address, session, connect_timeout=w.connect_timeout, ssl=w.ssl_context,
+                server_hostname=w.server_hostname,
+            ))
             try:
-                if self._stopping:
-                    limiter.release_on_behalf_of(token)
-                    return
+                try:
+                    await self._open(link, address)
+                    backoff.reset()
+                    await self._grab(link)
+                except TLSError as exc:  # a setup problem, not a passing outage: say it louder
+                    logger.warning("worker connection to %s: %s", address, exc)
+                except JobwireError as exc:
+                    logger.info("worker connection to %s: %s", address, exc)
+                await self._until(partial(self._settled, link))
+                if engine.stopping:
+                    await anyio.sleep_forever()
+            finally:
+                if link in self.live:
+                    self.live.remove(link)
+                with anyio.CancelScope(shield=True):
+                    await link.transport.aclose()
+            if not engine.stopping:
+                w.stats.reconnects += 1
+                await engine.pause(backoff.next_delay())
+
+    def _settled(self, link: _Link) -> bool:
+        """Whether ``link``'s jobs are all done (or the engine stops: it waits for them)."""
+        return self.engine.stopping or not link.running
+
+    async def _open(self, link: _Link, address: Address) -> None:
+        session, transport = link.session, link.transport
+        await transport.connect()
+        session.on_error = lambda error: logger.info(
+            "%s answered %s: %s", address, error.code.decode(errors="replace"),
+            error.text.decode(errors="replace"),
+        )
+        session.request(pk.ResetAbilities())
+        if self.w.client_id is not None:
+            session.request(pk.SetClientId(self.w.client_id))
+        for name, ability in self.w._abilities.items():
+            session.request(pk.CanDo(name) if ability.timeout is None
+                            else pk.CanDoTimeout(name, ability.timeout))
+        await transport.flush()
+        self.live.append(link)
+
+    async def _grab(self, link: _Link) -> None:
+        """Grab one job at a time while a slot is free, until stopping.
+
+        Raises:
+            JobwireError: the connection failed, or a grab went unanswered for ``timeout``.
+        """
+        w, engine = self.w, self.engine
+        stats, events = w.stats, w.events
+        session, transport = link.session, link.transport
+        grab = pk.GrabJobAll() if w.grab_all else pk.GrabJobUniq()
+        while True:
+            if engine.free <= self.grabs_out and not engine.stopping:
+                await self._until(lambda: engine.stopping or engine.free > self.grabs_out)
+            if engine.stopping:
+                return
+            self.grabs_out += 1
+            try:
                 pending = session.request(grab)
                 await transport.flush()
                 # stop() ends this wait too: a server may never answer (gear's ignores
                 # GRAB_JOB_ALL). A job assigned to an abandoned grab is requeued by the server
                 # when the connection closes.
                 with anyio.CancelScope() as scope:
-                    self._sleeps.add(scope)
+                    self.sleeps.add(scope)
                     try:
-                        reply = await transport.wait(pending, self.timeout)
+                        reply = await transport.wait(pending, w.timeout)
                     finally:
-                        self._sleeps.discard(scope)
-                if scope.cancelled_caught:
-                    limiter.release_on_behalf_of(token)
-                    return
-            except BaseException:
-                limiter.release_on_behalf_of(token)
-                raise
-            if isinstance(reply, pk.NoJob):
-                limiter.release_on_behalf_of(token)
-                await self._sleep(session, transport)
-                continue
-            self.stats.grabbed += 1
-            self.stats.in_flight += 1
-            conn.running += 1
-            jobs.start_soon(self._run, conn, reply, token, time.time())
-
-    async def _wait_jobs(self, conn: _Connection, jobs: anyio.abc.TaskGroup) -> None:
-        """Wait for the jobs still running on ``conn``: for as long as they take, or, once the
-        worker is stopping, up to ``shutdown_timeout``; then cancel what is left (closing the
-        connection next makes the server requeue those jobs)."""
-        deadline: float | None = None
-        while conn.running:
-            if self._stopping and deadline is None:
-                deadline = anyio.current_time() + self.shutdown_timeout
-                logger.info("stopping: waiting up to %.1f s for %d job(s)",
-                            self.shutdown_timeout, conn.running)
-            changed = conn.changed = anyio.Event()
-            if deadline is None:
-                await changed.wait()
-                continue
-            with anyio.move_on_after(deadline - anyio.current_time()):
-                await changed.wait()
-            if conn.running and anyio.current_time() >= deadline:
-                logger.warning("stopping: %d job(s) still running after %.1f s; abandoning "
-                               "them (the server requeues them when the connection closes)",
-                               conn.running, self.shutdown_timeout)
-                jobs.cancel_scope.cancel()
+                        self.sleeps.discard(scope)
+            finally:
+                self.grabs_out -= 1
+            if scope.cancelled_caught:
                 return
+            if isinstance(reply, pk.NoJob):
+                if self.waiting:  # the slot it counted against is free for another server
+                    self.freed.set()
+                await self._sleep(link)
+                continue
+            if isinstance(reply, pk.JobAssignUniq):
+                job = AsyncJob(reply.handle, reply.function, reply.unique, reply.data, None,
+                               link)
+            elif isinstance(reply, pk.JobAssignAll):
+                job = AsyncJob(reply.handle, reply.function, reply.unique, reply.data,
+                               reply.reducer, link)
+            else:
+                assert isinstance(reply, pk.JobAssign)
+                job = AsyncJob(reply.handle, reply.function, b"", reply.data, None, link)
+            stats.grabbed += 1
+            link.running += 1
+            if events is not None:
+                events.emit("reserved", time.time(), "gearman", _text(job.function),
+                            _text(job.handle), w.worker_id)
+            engine.offer(job)
 
-    async def _sleep(self, session: GearmanSession, transport: AsyncTransport) -> None:
+    async def _sleep(self, link: _Link) -> None:
+        session, transport = link.session, link.transport
         woken: Pending[None] = Pending("NOOP")
         session.on_noop = lambda: None if woken.done else woken.resolve(None)
         session.request(pk.PreSleep())
         await transport.flush()
-        limit = self.regrab_interval
+        limit = self.w.regrab_interval
         with anyio.CancelScope() as scope:
-            self._sleeps.add(scope)
-            self._noop_waits.add(scope)
+            self.sleeps.add(scope)
+            self.noop_waits.add(scope)
             try:
-                if self._stopping:
+                if self.engine.stopping:
                     return
                 await transport.wait(woken, limit if limit is not None else math.inf)
             except OperationTimeout:
                 pass  # periodic re-grab
             finally:
-                self._sleeps.discard(scope)
-                self._noop_waits.discard(scope)
+                self.sleeps.discard(scope)
+                self.noop_waits.discard(scope)
                 session.on_noop = None
 
-    async def _run(self, conn: _Connection, reply: pk.Packet, token: object,
-                   assigned_at: float) -> None:
-        assert self._limiter is not None
-        session, transport = conn.session, conn.transport
+    # -- settling ------------------------------------------------------------------------------
+
+    def settle(self, job: AsyncJob, result: object,
+               error: Exception | None) -> Awaitable[None] | None:
+        ended_at = time.time() if self.w.events is not None else 0.0
+        group: str | None = None
+        if error is None:
+            if isinstance(result, bytes):
+                packet: pk.Packet = pk.WorkComplete(job.handle, result)
+            elif result is None:
+                packet = pk.WorkComplete(job.handle, b"")
+            elif isinstance(result, str):
+                packet = pk.WorkComplete(job.handle, result.encode())
+            else:  # the job failed, not the worker
+                error = LocalProtocolError(
+                    f"result must be str or bytes, got {type(result).__name__}")
+        link = job._link
         try:
-            if isinstance(reply, pk.JobAssignAll):
-                job = AsyncJob(reply.handle, reply.function, reply.unique, reply.data,
-                               reply.reducer, session, transport)
-            elif isinstance(reply, pk.JobAssignUniq):
-                job = AsyncJob(reply.handle, reply.function, reply.unique, reply.data, None,
-                               session, transport)
-            else:
-                assert isinstance(reply, pk.JobAssign)
-                job = AsyncJob(reply.handle, reply.function, b"", reply.data, None, session,
-                               transport)
-            events = self.events
-            if events is not None:
-                events.emit("reserved", assigned_at, "gearman", _text(job.function),
-                            _text(job.handle), self.worker_id)
-            ability = self._abilities.get(job.function)
-            group: str | None = None
-            try:
-                if ability is None:
-                    raise LookupError(f"no handler for {job.function!r}")
-                result = await ability.handler(job)
-                packet: pk.Packet = pk.WorkComplete(
-                    job.handle, b"" if result is None else as_bytes(result, "result")
-                )
-            except anyio.get_cancelled_exc_class():
-                # The shutdown deadline: nothing can hand the job back but the connection's
-                # close, which follows; the server requeues it then.
-                self.stats.abandoned += 1
-                logger.warning("job %s (%s): handler still running at the shutdown deadline; "
-                               "abandoned to the server", _text(job.handle),
-                               _text(job.function))
-                if events is not None:
-                    events.emit("released", time.time(), "gearman", _text(job.function),
-                                _text(job.handle), self.worker_id)
-                raise
-            except Exception as exc:  # the job failed, not the worker
+            if error is not None:
                 logger.error("job %s (%s): handler failed", _text(job.handle),
-                             _text(job.function), exc_info=exc)
-                group = failure_group(exc)
-                text = f"{type(exc).__name__}: {exc}".encode(errors="replace")
-                if ability is not None and ability.exceptions:
+                             _text(job.function), exc_info=error)
+                group = failure_group(error)
+                text = f"{type(error).__name__}: {error}".encode(errors="replace")
+                if job._exceptions:
                     packet = pk.WorkException(job.handle, text)
                 else:  # WORK_FAIL ends every client's wait, whatever options it asked for
-                    session.request(pk.WorkWarning(job.handle, text))
+                    link.session.request(pk.WorkWarning(job.handle, text))
                     packet = pk.WorkFail(job.handle)
-            ended_at = time.time()
-            try:
-                session.request(packet)
-                await transport.flush()  # sends in a shielded scope: a deadline cannot cut it
-            except JobwireError as exc:  # the server requeues the job
-                logger.warning("could not report job %s: %s", _text(job.handle), exc)
-                outcome = "lost"
-                self.stats.lost += 1
-            else:
-                outcome = "completed" if group is None else "failed"
-                if group is None:
-                    self.stats.completed += 1
-                else:
-                    self.stats.failed += 1
-            if events is not None:
-                events.emit(outcome, ended_at, "gearman", _text(job.function),
-                            _text(job.handle), self.worker_id,
-                            group=group if outcome == "failed" else None)
-        finally:
-            self._limiter.release_on_behalf_of(token)
-            self.stats.in_flight -= 1
-            conn.running -= 1
-            conn.changed.set()
+            link.session.request(packet)
+            if not link.transport.flush_nowait():
+                return self._report(job, group, ended_at)
+        except JobwireError as exc:  # the server requeues the job
+            self._lost(job, exc, ended_at)
+        else:
+            self._reported(job, group, ended_at)
+        return None
+
+    async def _report(self, job: AsyncJob, group: str | None, ended_at: float) -> None:
+        try:
+            await job._link.transport.flush()  # sends in a shielded scope
+        except JobwireError as exc:
+            self._lost(job, exc, ended_at)
+        else:
+            self._reported(job, group, ended_at)
+
+    def _reported(self, job: AsyncJob, group: str | None, ended_at: float) -> None:
+        stats = self.w.stats
+        if group is None:
+            stats.completed += 1
+        else:
+            stats.failed += 1
+        if self.w.events is not None:
+            self._emit("completed" if group is None else "failed", job, ended_at, group)
+
+    def _lost(self, job: AsyncJob, error: JobwireError, ended_at: float) -> None:
+        logger.warning("could not report job %s: %s", _text(job.handle), error)
+        self.w.stats.lost += 1
+        if self.w.events is not None:
+            self._emit("lost", job, ended_at)
+
+    async def give_back(self, jobs: Sequence[AsyncJob], *, started: bool) -> None:
+        """Gearman has no packet for it: the connection's close, which follows, makes the
+        server requeue the jobs."""
+        state = "still running" if started else "not started"
+        for job in jobs:
+            self.w.stats.abandoned += 1
+            logger.warning("job %s (%s): handler %s at the shutdown deadline; abandoned to the "
+                           "server", _text(job.handle), _text(job.function), state)
+            if self.w.events is not None:
+                self._emit("released", job, time.time())
+
+    def forget(self, job: AsyncJob) -> None:
+        job._link.running -= 1
+        if self.waiting:  # a slot is free
+            self.freed.set()
+
+    def _emit(self, event: str, job: AsyncJob, at: float, group: str | None = None) -> None:
+        events = self.w.events
+        assert events is not None
+        events.emit(event, at, "gearman", _text(job.function), _text(job.handle),
+                    self.w.worker_id, group=group)
 
 
 def _text(name: bytes) -> str:
@@ -544,6 +601,8 @@ class Job:
     reducer: bytes | None
     _job: AsyncJob = field(repr=False)
     _token: anyio.lowlevel.EventLoopToken = field(repr=False)
+    #: The handler registered for its function.
+    _handler: Callable[[Job], Any] = field(repr=False)
 
     def send_data(self, data: str | bytes) -> None:
         """WORK_DATA."""
@@ -557,6 +616,11 @@ class Job:
         """WORK_STATUS."""
         anyio.from_thread.run(self._job.send_status, numerator, denominator,
                               token=self._token)
+
+
+def _call_handler(job: Job) -> object:
+    """What the worker's threads run: the job's handler."""
+    return job._handler(job)
 
 
 class Worker:
@@ -590,8 +654,11 @@ class Worker:
             connect_timeout=connect_timeout, shutdown_timeout=shutdown_timeout, events=events,
             ssl=ssl, server_hostname=server_hostname,
         )
+        #: While running: the event loop, and how a job's handler runs in a thread.
         self._token: anyio.lowlevel.EventLoopToken | None = None
-        self._limiter: anyio.CapacityLimiter | None = None
+        self._in_thread: Callable[[Job], Awaitable[object]] | None = None
+        self._runner: BlockingRunner[Job, WorkerStats] = BlockingRunner(
+            lambda: _BlockingRun(self), WorkerStats)
 
     def __repr__(self) -> str:
         return _describe(self, self._async)
@@ -616,15 +683,11 @@ class Worker:
             LocalProtocolError: an invalid function name or timeout.
         """
 
-        async def in_thread(job: AsyncJob) -> Any:
-            token, limiter = self._token, self._limiter
-            assert token is not None and limiter is not None
-            sync_job = Job(job.handle, job.function, job.unique, job.data, job.reducer, job,
-                           token)
-            # At the shutdown deadline the thread is given up and runs on (nothing can stop
-            # it); the run is over by then, so its slot no longer matters.
-            return await run_in_thread(handler, sync_job, limiter=limiter,
-                                       given_up=lambda threads: None)
+        def in_thread(job: AsyncJob) -> Awaitable[object]:
+            run, token = self._in_thread, self._token
+            assert run is not None and token is not None
+            return run(Job(job.handle, job.function, job.unique, job.data, job.reducer, job,
+                           token, handler))
 
         self._call(partial(self._async.register, function, in_thread, timeout=timeout,
                            exceptions=exceptions))
@@ -652,18 +715,39 @@ class Worker:
         Raises:
             LocalProtocolError: nothing is registered.
         """
-        anyio.run(self._main, handle_signals)
-
-    async def _main(self, handle_signals: bool | None) -> None:
-        self._limiter = anyio.CapacityLimiter(self._async.concurrency)
-        self._token = anyio.lowlevel.current_token()
-        try:
-            await self._async.run(handle_signals=handle_signals)
-        finally:
-            self._token = None
+        self._runner.run(_call_handler, handle_signals)
 
     def stop(self) -> None:
         """Graceful stop (from any thread, a handler's included): no more grabs; running jobs
         finish within ``shutdown_timeout``; :meth:`run` returns. Before :meth:`run`, it makes
         the next run return at once."""
-        self._call(self._async.stop)
+        self._runner.stop()
+
+
+class _BlockingRun:
+    """One run of a :class:`Worker` as the engine's :class:`BlockingRunner` drives it: the
+    worker's one :class:`AsyncWorker`, its handlers in the runner's threads."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.stats = worker._async.stats
+        self._engine = worker._async._new_engine()
+
+    async def __aenter__(self) -> _BlockingRun:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        return None
+
+    def stop(self) -> None:
+        self.worker._async.stop()
+
+    async def run(self, handler: Callable[[Job], Awaitable[object]], *,
+                  handle_signals: bool | None = None) -> None:
+        worker = self.worker
+        worker._in_thread, worker._token = handler, anyio.lowlevel.current_token()
+        try:
+            await worker._async.run(handle_signals=handle_signals)
+        finally:
+            worker._token = None

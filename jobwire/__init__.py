@@ -22,6 +22,7 @@ from ._version import __version__ as __version__
 
 if TYPE_CHECKING:
     from ._backoff import Backoff
+    from ._retry import RetryPolicy
     from ._url import (
         Address,
         AddressLike,
@@ -65,6 +66,7 @@ __all__ = [
     "OperationTimeout",
     "ProtocolError",
     "RemoteProtocolError",
+    "RetryPolicy",
     "SerializationError",
     "TLSError",
     "TCPAddress",

@@ -11,9 +11,15 @@ What the engine owns
   source to settle; :meth:`Engine.done` ends the hold. Threads a blocking handler was given up
   in still fill a slot until they return (:meth:`Engine.given_up`).
 * **Stop.** :meth:`Engine.stop` (a handler, another task, SIGTERM/SIGINT through
-  :func:`jobwire._signals.watch_signals`): no new fetches; the running handlers get
-  ``shutdown_timeout`` seconds; then they are cancelled and each job, and those fetched but not
-  started, is handed back (the source's way); then the source drains what it queued.
+  :func:`jobwire._signals.watch_signals`): no new fetches; the running handlers (and a fetch
+  still winding down, such as a Workq lease that cannot be withdrawn) get until
+  ``shutdown_timeout`` seconds after the stop; then they are cancelled and each job, and those
+  fetched but not started, is handed back (the source's way; :attr:`Engine.past_deadline`
+  tells the fetch to hand back what it still brings); then the source drains what it queued.
+* **Per job** the engine costs a few plain calls: :meth:`Engine.offer`, the slot's handler
+  call, :meth:`Source.settle` and the end of the hold (:meth:`Source.forget` only when the
+  source defines it). :attr:`Engine.wake` is the current event's own ``set`` and events are
+  made from the running backend's class, so no wrapper runs per reply.
 * **Reconnect.** The source's ``connect`` and its fetch loop raising one of ``reconnect_on``
   close the connection and wait a jittered back-off (``stats.reconnects`` counts it) before
   trying again; a stop cuts the wait short.
@@ -33,6 +39,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
@@ -85,7 +92,8 @@ class Source(Generic[J]):
     async def fetch(self) -> None:
         """Fetch jobs, :meth:`Engine.offer`-ing each, while the engine is not stopping (ask
         :attr:`Engine.free` how many; :meth:`Engine.changed` wakes when it grows). Return once
-        the engine stops.
+        the engine stops; a fetch that cannot stop at once (a request already sent) may finish
+        it, and offer what it brings unless :attr:`Engine.past_deadline`.
 
         Raises:
             JobwireConnectionError: the connection was lost (the engine reconnects).
@@ -158,6 +166,10 @@ class Engine(Generic[J]):
         self.lost_message = lost_message
         #: Set by :meth:`stop`: no new fetches.
         self.stopping = False
+        #: Set once the handlers had their ``shutdown_timeout`` after the stop and were
+        #: cancelled: a job fetched from now on is handed back, not offered.
+        self.past_deadline = False
+        self._stopped_at = 0.0  # time.monotonic() of the stop
         #: Fetched jobs waiting for an idle slot (in order), and every job held (waiting or
         #: running) until :meth:`done`.
         self.ready: deque[J] = deque()
@@ -165,12 +177,24 @@ class Engine(Generic[J]):
         #: Handler threads given up (the shutdown deadline, ``handler_timeout``) but still
         #: running: they fill a slot until they return.
         self.abandoned = 0
+        #: Whether a job fetched now is handled (running, not stopping).
+        self.accepting = False
+        #: The running backend's event class (``anyio.Event()`` looks the backend up each
+        #: time); set by :meth:`run`.
+        self._event: Callable[[], anyio.Event] = anyio.Event
         self._wake = anyio.Event()
+        #: Sets the event :meth:`changed` handed out last (a bound method, rebound there).
+        self.wake: Callable[[], None] = self._wake.set
         self._stop_event: anyio.Event | None = None
         self._idle: list[anyio.Event] = []
         self._handlers_tg: anyio.abc.TaskGroup | None = None
         self._handler: Callable[[Any], Awaitable[object]] | None = None
         self._view: Callable[[J], Any] = _same
+        self._settle = source.settle
+        #: ``source.forget``, unless the source keeps nothing to forget.
+        self._forget: Callable[[J], None] | None = (
+            None if type(source).forget is Source.forget else source.forget
+        )
 
     # -- what sources use --------------------------------------------------------------------
 
@@ -179,20 +203,12 @@ class Engine(Generic[J]):
         """Slots with no job held, less the threads given up."""
         return self.concurrency - len(self.holding) - self.abandoned
 
-    @property
-    def accepting(self) -> bool:
-        """Whether a job fetched now is handled (running, not stopping)."""
-        return not self.stopping and self._handlers_tg is not None
-
     def changed(self) -> anyio.Event:
         """A fresh event, set at the next change (a job offered or done, a reply that called
-        :meth:`wake`, a stop). Take it *before* looking at the state it guards."""
-        self._wake = anyio.Event()
-        return self._wake
-
-    def wake(self) -> None:
-        """Set the event :meth:`changed` handed out last."""
-        self._wake.set()
+        :attr:`wake`, a stop). Take it *before* looking at the state it guards."""
+        self._wake = wake = self._event()
+        self.wake = wake.set
+        return wake
 
     def offer(self, job: J) -> None:
         """Hold ``job`` and queue it for the next idle slot."""
@@ -207,13 +223,14 @@ class Engine(Generic[J]):
         if job in self.holding:
             self.holding.discard(job)
             self.stats.in_flight -= 1
-            self.source.forget(job)
-        self._wake.set()
+            if self._forget is not None:
+                self._forget(job)
+        self.wake()
 
     def given_up(self, threads: int) -> None:
         """``threads`` more (or, negative, fewer) handler threads given up but still running."""
         self.abandoned += threads
-        self._wake.set()
+        self.wake()
 
     async def pause(self, delay: float) -> None:
         """Wait ``delay`` seconds, or until :meth:`stop`."""
@@ -246,8 +263,11 @@ class Engine(Generic[J]):
         ``shutdown_timeout``), hands back what is left and returns. Safe from a handler,
         another task, or a signal handler in the event loop's thread; before :meth:`run`, it
         makes the next run return at once."""
+        if not self.stopping:
+            self._stopped_at = time.monotonic()
         self.stopping = True
-        self._wake.set()
+        self.accepting = False
+        self.wake()
         if self._stop_event is not None:
             self._stop_event.set()
 
@@ -257,7 +277,8 @@ class Engine(Generic[J]):
         reconnecting with back-off; then shut down gracefully and close. A handler is called
         with ``view(job)``: what the protocol hands its handlers."""
         self._handler, self._view = handler, view
-        self._stop_event = anyio.Event()
+        self._event = type(anyio.Event())
+        self._stop_event = self._event()
         if self.stopping:
             self._stop_event.set()
         try:
@@ -265,6 +286,7 @@ class Engine(Generic[J]):
                 if signals:
                     outer.start_soon(watch_signals, self.stop, self.log)
                 self._handlers_tg = await outer.start(_host_handlers)
+                self.accepting = not self.stopping
                 for _ in range(self.concurrency):
                     self._handlers_tg.start_soon(self._slot)
                 while not self.stopping:
@@ -278,29 +300,41 @@ class Engine(Generic[J]):
                 outer.cancel_scope.cancel()
         finally:
             self._handlers_tg = None
+            self.accepting = False
         await self.source.disconnect()
 
     async def _serve(self) -> None:
         """Run the source's connection tasks and its fetch loop until stop or a lost connection;
-        once stopping, wait for the handlers and then for the source to drain.
+        once stopping, wait for the handlers (and for the fetch loop to end) and then for the
+        source to drain.
 
         Raises:
-            JobwireConnectionError: the connection was lost.
+            JobwireConnectionError, or another of ``reconnect_on``: the connection was lost.
         """
-        lost: list[JobwireConnectionError] = []
+        lost: list[BaseException] = []
+        fetched = False
+        losses: tuple[type[BaseException], ...] = (JobwireConnectionError, *self.reconnect_on)
 
         async def guarded(task: Callable[[], Awaitable[None]]) -> None:
             try:
                 await task()
-            except JobwireConnectionError as exc:
+            except losses as exc:
                 lost.append(exc)
                 tg.cancel_scope.cancel()
 
+        async def fetch() -> None:
+            nonlocal fetched
+            await guarded(self.source.fetch)
+            fetched = True
+            self.wake()
+
+        assert self._stop_event is not None
         async with anyio.create_task_group() as tg:
             for task in self.source.connection_tasks():
                 tg.start_soon(guarded, task)
-            await guarded(self.source.fetch)
-            await guarded(self._wait_handlers)
+            tg.start_soon(fetch)
+            await self._stop_event.wait()
+            await guarded(lambda: self._wait_handlers(lambda: fetched))
             await guarded(self.source.drain)
             tg.cancel_scope.cancel()
         if lost:
@@ -310,20 +344,23 @@ class Engine(Generic[J]):
 
     async def _slot(self) -> None:
         """One of ``concurrency`` long-lived handler tasks."""
-        ready = self.ready
+        ready, idle, event = self.ready, self._idle, self._event
         while True:
             if ready:
                 await self._handle(ready.popleft())
             else:
-                woken = anyio.Event()
-                self._idle.append(woken)
+                woken = event()
+                idle.append(woken)
                 try:
                     await woken.wait()
-                finally:
-                    if not woken.is_set():
-                        self._idle.remove(woken)
+                except BaseException:
+                    if woken in idle:
+                        idle.remove(woken)
+                    raise
 
     async def _handle(self, job: J) -> None:
+        """Run the handler on ``job`` and settle its outcome; the hot path, so :meth:`done`
+        is written out at its end."""
         handler = self._handler
         assert handler is not None
         try:
@@ -340,7 +377,7 @@ class Engine(Generic[J]):
             raise
         except Exception as exc:  # the handler's failure is the job's outcome
             try:
-                settling = self.source.settle(job, None, exc)
+                settling = self._settle(job, None, exc)
                 if settling is not None:
                     await settling
             finally:
@@ -350,21 +387,39 @@ class Engine(Generic[J]):
             self.done(job)
             raise
         try:
-            settling = self.source.settle(job, result, None)
+            settling = self._settle(job, result, None)
             if settling is not None:
                 await settling
         finally:
-            self.done(job)
+            holding = self.holding
+            if job in holding:
+                holding.discard(job)
+                self.stats.in_flight -= 1
+                if self._forget is not None:
+                    self._forget(job)
+            self.wake()
 
-    async def _wait_handlers(self) -> None:
-        """Once stopping: the handlers get ``shutdown_timeout``; then they are cancelled (each
-        hands its job back as it ends) and the jobs no slot started are handed back."""
-        if not self.holding:
+    async def _wait_handlers(self, fetched: Callable[[], bool]) -> None:
+        """Once stopping: the handlers (and a fetch loop still winding down, whose jobs run
+        like any other) get until ``shutdown_timeout`` after the stop; then the handlers are
+        cancelled (each hands its job back as it ends), the jobs no slot started are handed
+        back, and :attr:`past_deadline` tells the fetch loop to hand back what it still
+        brings."""
+
+        def finished() -> bool:
+            return fetched() and not self.holding
+
+        if finished():
             return
-        self.log.info("stopping: waiting up to %.1f s for %d handler(s)", self.shutdown_timeout,
-                      len(self.holding))
-        with anyio.move_on_after(self.shutdown_timeout):
-            await self.until(lambda: not self.holding)
+        if self.holding:
+            self.log.info("stopping: waiting up to %.1f s for %d handler(s)",
+                          self.shutdown_timeout, len(self.holding))
+        left = self._stopped_at + self.shutdown_timeout - time.monotonic()
+        with anyio.move_on_after(max(left, 0.0)):
+            await self.until(finished)
+        if finished():
+            return
+        self.past_deadline = True
         if self.holding and self._handlers_tg is not None:
             self._handlers_tg.cancel_scope.cancel()
             leftover = list(self.ready)
@@ -375,7 +430,7 @@ class Engine(Generic[J]):
                 finally:
                     for job in leftover:
                         self.done(job)
-            await self.until(lambda: not self.holding)
+        await self.until(finished)
 
 
 class _Runs(Protocol[H_co, S]):
@@ -391,7 +446,7 @@ class _Runs(Protocol[H_co, S]):
 
     def stop(self) -> None: ...
 
-    async def run(self, handler: Callable[[H_co], Awaitable[object]], *,
+    async def run(self, handler: Callable[[H_co], Awaitable[Any]], *,
                   handle_signals: bool | None = None) -> None: ...
 
 
@@ -438,8 +493,11 @@ class BlockingRunner(Generic[A, S]):
         self._ready.set()
         if self._stop_requested:
             worker.stop()
-        async with worker:
-            await worker.run(in_thread, handle_signals=handle_signals)
+        try:
+            async with worker:
+                await worker.run(in_thread, handle_signals=handle_signals)
+        finally:
+            self._stop_requested = False  # this run took it: the next one runs
 
     def stop(self) -> None:
         """Ask the worker to stop (from any thread, a handler included)."""

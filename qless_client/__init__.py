@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         AsyncQueues,
         AsyncRecurringJob,
         AsyncWorkers,
+        Observer,
         default_worker_name,
         new_jid,
     )
@@ -84,6 +85,7 @@ __all__ = [
     "Jobs",
     "LostLock",
     "Next",
+    "Observer",
     "Push",
     "QlessError",
     "Queue",

@@ -54,9 +54,22 @@ __all__ = [
     "AsyncQueues",
     "AsyncRecurringJob",
     "AsyncWorkers",
+    "Observer",
     "default_worker_name",
     "new_jid",
 ]
+
+# unasync: async-only
+import threading
+from typing import TYPE_CHECKING
+
+import anyio.from_thread
+import anyio.lowlevel
+
+if TYPE_CHECKING:
+    from ._client_sync import Client
+# unasync: end
+
 
 T = TypeVar("T")
 #: The type of job data: any JSON value unless a ``serializer=`` says otherwise.
@@ -64,6 +77,9 @@ D = DefaultTypeVar("D", default=Any)
 #: Seconds, as a number or a ``timedelta``.
 Seconds = float | timedelta
 
+#: What a client calls with each script call it sent and the call's decoded result: its
+#: ``observer`` (see :class:`AsyncClient`).
+Observer = Callable[[sc.ScriptCall[Any], Any], None]
 #: Jobs in flight at once in :meth:`AsyncQueue.put_many`.
 DEFAULT_WINDOW = 512
 _KEEP: Any = object()  # "send the job's current data"
@@ -1022,6 +1038,14 @@ class AsyncClient(Generic[D]):
             ``Json(default=...)`` for values ``json`` cannot write. Data it cannot write
             raises ``SerializationError`` at the call; a job whose data it cannot read raises
             ``DeserializationError`` when ``job.data`` is read.
+        observer: called with every script call this client sends (a
+            :class:`qless_client.script.ScriptCall`: its ``command``, ``args`` and ``now``)
+            and the call's decoded result, once the reply came and before the caller gets it,
+            in the caller's task; for a pipelined batch (``put_many``...), once for each call
+            that succeeded. A call that raised (refused by the script, its connection lost)
+            is not seen. What the observer raises reaches the caller (the call was run). The
+            attribute :attr:`observer` may be set or cleared later. The workers record their
+            events this way.
         redis_options: further keyword arguments for :class:`AsyncRedis` (``db``, ``password``,
             ``timeout``, ``ssl``...).
 
@@ -1029,14 +1053,16 @@ class AsyncClient(Generic[D]):
         TypeError, InvalidAddress: the address is not one (nothing is sent).
     """
 
-    #: How job data becomes JSON text and back (a class default, for subclasses that skip
-    #: ``__init__``).
     _serializer: Serializer[D] = JSON
+    #: Where a client made by :meth:`_relayed` sends its calls, instead of a connection of its
+    #: own: ``(run, run_many)``.
+    _relay: tuple[Callable[..., Any], Callable[..., Any]] | None = None
 
     def __init__(
         self, address: AddressLike | AsyncRedis = "127.0.0.1", port: int | None = None, *,
         worker_name: str | None = None, clock: Callable[[], float] = time.time,
-        serializer: Serializer[D] | None = None, **redis_options: Any,
+        serializer: Serializer[D] | None = None, observer: Observer | None = None,
+        **redis_options: Any,
     ) -> None:
         if isinstance(address, AsyncRedis):
             if port is not None or redis_options:
@@ -1048,14 +1074,67 @@ class AsyncClient(Generic[D]):
         self.clock = clock
         if serializer is not None:
             self._serializer = serializer
+        #: Called with each script call sent and its decoded result (see ``observer=``).
+        self.observer = observer
         self._loaded = False
 
+    @classmethod
+    def _relayed(
+        cls, like: Any, run: Callable[..., Any], run_many: Callable[..., Any]
+    ) -> AsyncClient[Any]:
+        """A client with no connection of its own: its script calls go to ``run(call)`` and
+        ``run_many(calls, window)``; its worker name, clock and serializer are ``like``'s."""
+        client: AsyncClient[Any] = cls.__new__(cls)
+        client._owns, client._loaded, client._relay = False, True, (run, run_many)
+        client.worker_name, client.clock = like.worker_name, like.clock
+        client._serializer, client.observer = like.serializer, None
+        return client
+
     def __repr__(self) -> str:
-        return describe(self, self.redis._where(), f"worker={self.worker_name!r}",
+        where = "(relayed)" if self._relay is not None else self.redis._where()
+        return describe(self, where, f"worker={self.worker_name!r}",
                         detail(self._serializer, JSON))
 
+    @property
+    def serializer(self) -> Serializer[D]:
+        """How this client's job data becomes JSON text and back (``serializer=``)."""
+        return self._serializer
+
+    # unasync: async-only
+    def blocking(self) -> Client[D]:
+        """A blocking :class:`~qless_client.Client` for other threads while this event loop
+        runs (``anyio.to_thread.run_sync``, a worker's handler threads): each of its calls
+        runs on this client, in the event loop (``anyio.from_thread``), so on this connection
+        and seen by this client's :attr:`observer`. It has no connection of its own (no
+        ``redis``; closing it closes nothing), and this client's worker name, clock and
+        serializer. Nothing is sent.
+
+        Raises:
+            RuntimeError: not called in a running anyio event loop (asyncio or trio). Its
+                calls raise ``RuntimeError`` in the event loop's own thread (they would wait
+                for the loop they block) and once the loop has ended.
+        """
+        from ._client_sync import Client
+
+        token = anyio.lowlevel.current_token()
+        loop_thread = threading.get_ident()
+
+        def run(call: sc.ScriptCall[T]) -> T:
+            if threading.get_ident() == loop_thread:
+                raise RuntimeError("a blocking() client's call in its event loop's thread")
+            return anyio.from_thread.run(self._run, call, token=token)
+
+        def run_many(calls: Sequence[sc.ScriptCall[T]], window: int) -> list[T]:
+            if threading.get_ident() == loop_thread:
+                raise RuntimeError("a blocking() client's call in its event loop's thread")
+            return anyio.from_thread.run(self._run_many, calls, window, token=token)
+
+        return Client._relayed(self, run, run_many)
+    # unasync: end
+
     async def __aenter__(self) -> AsyncClient[D]:
-        await self.redis.connect()
+        if self._relay is None:
+            await self.redis.connect()
         return self
 
     async def __aexit__(
@@ -1076,20 +1155,38 @@ class AsyncClient(Generic[D]):
 
     async def _run(self, call: sc.ScriptCall[T]) -> T:
         """Send one ``EVALSHA`` of the qless script (loading it first, once per client; a
-        ``NOSCRIPT`` later reloads it) and decode the reply."""
+        ``NOSCRIPT`` later reloads it), decode the reply and show it to the observer."""
+        relay = self._relay
+        if relay is not None:
+            return await relay[0](call)  # type: ignore[no-any-return]
         await self._load()
-        return call.decode(await self.redis.evalsha(sc.SHA, (), call.args))
+        result = call.decode(await self.redis.evalsha(sc.SHA, (), call.args))
+        if self.observer is not None:
+            self.observer(call, result)
+        return result
 
     async def _run_many(self, calls: Sequence[sc.ScriptCall[T]], window: int) -> list[T]:
+        relay = self._relay
+        if relay is not None:
+            return await relay[1](calls, window)  # type: ignore[no-any-return]
         await self._load()
         commands: list[list[Arg]] = [list(c.command_line()) for c in calls]
+        observer = self.observer
         try:
             replies = await self.redis.pipeline(commands, window=window)
         except BulkError as exc:
-            results = [r if isinstance(r, BaseException) else c.decode(r)
-                       for c, r in zip(calls, exc.results, strict=True)]
-            raise BulkError(results) from exc.error
-        return [c.decode(r) for c, r in zip(calls, replies, strict=True)]
+            outcomes = [r if isinstance(r, BaseException) else c.decode(r)
+                        for c, r in zip(calls, exc.results, strict=True)]
+            if observer is not None:
+                for call, outcome in zip(calls, outcomes, strict=True):
+                    if not isinstance(outcome, BaseException):
+                        observer(call, outcome)
+            raise BulkError(outcomes) from exc.error
+        results = [c.decode(r) for c, r in zip(calls, replies, strict=True)]
+        if observer is not None:
+            for call, result in zip(calls, results, strict=True):
+                observer(call, result)
+        return results
 
     # -- qless-py's entry points ----------------------------------------------------------------
 

@@ -19,8 +19,11 @@ What a handler's outcome does
 * It **raises**: the job is failed (``fail``) with group = the exception's type
   (``module.QualName``; builtins without ``builtins.``) and message = the traceback. An
   exception the :class:`RetryPolicy` lists is retried instead (``retry`` with the policy's
-  delay): that uses one of the job's retries, and the script fails the job itself (group
-  ``failed-retries-<queue>``) once none are left.
+  delay, fractions of a second as given: the script's clock has them): that uses one of the
+  job's retries, and the script fails the job itself (group ``failed-retries-<queue>``) once
+  none are left. A policy's ``max_attempts`` (none by default) fails the job sooner: at its
+  ``attempt``-th try (``retries - remaining + 1``). The policy is :class:`jobwire.RetryPolicy`
+  (this module exports it as ``RetryPolicy``); a worker given none retries nothing.
 * It **settled the job itself** (``await job.complete(next=...)``, ``job.fail(...)``,
   ``job.retry(...)``): the worker leaves the job alone.
 
@@ -59,7 +62,10 @@ each, the same as their locks running out, without the wait).
 Connection
 ----------
 One :class:`~qless_client.AsyncClient` carries everything: pops, heartbeats, reports, and (in
-:class:`Worker`) the calls that handler threads make on their jobs. Redis keeps no state per
+:class:`Worker`) the calls that handler threads make on their jobs (their jobs' client is
+:meth:`AsyncClient.blocking`). The slots, the graceful stop, signals and the in-flight count are
+the shared worker engine's (:mod:`jobwire._worker`); this module pops, reports and heartbeats.
+Redis keeps no state per
 connection that qless needs, so when the server goes away the next call opens a new connection
 (and reloads the script after a restart); the pump waits with jittered exponential back-off
 (``backoff``) between failed pops, and reports are retried until the job's lock runs out. A
@@ -79,8 +85,10 @@ it passed to the script, and a ``reserved`` event's ``put_time`` is when the wai
 counts began: as qless-core does, the job's last put, pop or completion before this pop (a
 retried or timed-out job's wait runs from its previous pop), read from its history, so in whole
 seconds (the script itself uses the exact time, which a job's description leaves out). Every
-call on the worker's connection is seen, the ones a handler makes on its job
-(``job.complete()``...) and the hand-backs included.
+call on the worker's client is seen, through the client's public hook (its ``observer``): the
+ones a handler makes on its job (``job.complete()``...) and the hand-backs included. A client
+given to the worker is not changed: the worker observes a client of its own over the given
+one's connection, which calls the given client's observer too.
 """
 
 from __future__ import annotations
@@ -88,7 +96,6 @@ from __future__ import annotations
 import logging
 import math
 import traceback
-from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -96,22 +103,20 @@ from types import TracebackType
 from typing import Any, Literal, TypedDict, TypeVar
 
 import anyio
-import anyio.abc
-import anyio.from_thread
-import anyio.lowlevel
 from typing_extensions import Unpack
 
 from jobwire._backoff import Backoff
-from jobwire._signals import wants_signals, watch_signals
+from jobwire._retry import RetryPolicy
+from jobwire._signals import wants_signals
 from jobwire._streams import SSLOption
-from jobwire._threads import run_in_thread
 from jobwire._url import AddressLike, describe
-from jobwire.errors import BulkError, ConnectFailed, JobwireError, LocalProtocolError
+from jobwire._worker import BlockingRunner, Engine, Source
+from jobwire.errors import ConnectFailed, JobwireError, LocalProtocolError
 from jobwire.events import EventSink, failure_group
 
 from . import _scripts as sc
 from ._client_async import _UNREAD as _UNREAD_ASYNC
-from ._client_async import AsyncClient, AsyncJob, _dump_text, _name, _seconds
+from ._client_async import AsyncClient, AsyncJob, Observer, _dump_text, _name, _seconds
 from ._client_sync import _UNREAD as _UNREAD_SYNC
 from ._client_sync import Client, Job
 from ._popguard import AsyncPopGuard, give_back
@@ -131,6 +136,8 @@ Mode = Literal["ordered", "round-robin"]
 _NOT_OURS = (LostLock, JobNotFound, WrongQueue, WrongState)
 #: Longest wait for a hand-back (``retry``) when handlers are cancelled.
 GIVE_BACK_TIMEOUT = 10.0
+#: What the handler call returns when a lost lock cancelled the handler.
+_LOST: Any = object()
 
 
 class RedisOptions(TypedDict, total=False):
@@ -170,50 +177,6 @@ class WorkerStats:
 
 
 @dataclass(frozen=True)
-class RetryPolicy:
-    """Which handler exceptions retry the job instead of failing it, and after what delay.
-
-    A job whose handler raised one of ``retry_on`` is sent ``retry`` with ``delay(attempt)``
-    seconds: ``base_delay * 2 ** (attempt - 1)``, at most ``max_delay``, where ``attempt``
-    counts this job's tries (1 for the first; from the job's ``retries - remaining``). Each
-    retry uses one of the job's retries (``put(..., retries=...)``, 5 by default); once none
-    are left the script fails the job (group ``failed-retries-<queue>``). Any other exception
-    fails the job.
-
-    Delays may be fractions of a second and are sent as given (``base_delay=0.1`` waits 0.1 s):
-    the script schedules the job at ``now + delay`` on its clock, in seconds with a fraction,
-    so nothing is rounded (unlike beanstalk, whose delays are whole seconds).
-
-    Raises:
-        TypeError: ``retry_on`` is not a tuple of exception types, or a delay is not a number.
-        LocalProtocolError: a delay that is negative or not finite.
-    """
-
-    retry_on: tuple[type[BaseException], ...] = ()
-    base_delay: float = 1.0
-    max_delay: float = 60.0
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.retry_on, tuple) or not all(
-            isinstance(t, type) and issubclass(t, BaseException) for t in self.retry_on
-        ):
-            raise TypeError("retry_on is a tuple of exception types")
-        _seconds(self.base_delay, "base_delay")
-        _seconds(self.max_delay, "max_delay")
-
-    def retries(self, error: BaseException) -> bool:
-        """Whether ``error`` retries the job (rather than failing it)."""
-        return isinstance(error, self.retry_on)
-
-    def delay(self, attempt: int) -> float:
-        """Seconds before the job runs again after its ``attempt``-th try raised."""
-        try:
-            return float(min(self.max_delay, self.base_delay * 2.0 ** max(attempt - 1, 0)))
-        except OverflowError:
-            return float(self.max_delay)
-
-
-@dataclass(frozen=True)
 class Next:
     """A handler's return value that completes the job into ``queue`` (``complete ... next``):
     after ``delay`` seconds, or once the jobs ``depends`` names are complete (not both).
@@ -244,9 +207,10 @@ def failure_message(error: BaseException) -> str:
 
 
 class _Held:
-    """A job the worker holds: popped, handled, not yet settled."""
+    """One pop of a job the worker holds: handled, not yet settled (the engine holds it until
+    then)."""
 
-    __slots__ = ("beating", "done", "due", "expires", "finished", "job", "scope")
+    __slots__ = ("beating", "due", "expires", "finished", "job", "scope")
 
     def __init__(self, job: AsyncJob | Job, expires: float, due: float) -> None:
         self.job = job
@@ -257,9 +221,12 @@ class _Held:
         self.beating = False
         #: The handler is done: no more heartbeats (the report settles the lock).
         self.finished = False
-        #: Settled: no longer counted as held.
-        self.done = False
+        #: The handler's cancel scope while it runs (a lost lock cancels it).
         self.scope: anyio.CancelScope | None = None
+
+
+def _same(held: _Held) -> _Held:
+    return held
 
 
 def _validate_queues(queues: Sequence[str]) -> list[str]:
@@ -334,7 +301,7 @@ class AsyncWorker:
         self.mode: Mode = mode
         self.concurrency = concurrency
         self.idle_wait = _seconds(idle_wait, "idle_wait")
-        self.retry = retry or RetryPolicy()
+        self.retry = retry or RetryPolicy(retry_on=())
         self.handler_timeout = (
             None if handler_timeout is None else _seconds(handler_timeout, "handler_timeout")
         )
@@ -360,32 +327,17 @@ class AsyncWorker:
             self.worker_name, redis = probe.worker_name, probe.redis
         #: The server as ``repr`` shows it (never the password).
         self._where = _where(redis)
-        #: Makes the job object handlers get (the sync Worker makes thread-side ``Job``s).
-        self._make_job: Callable[[AsyncClient, sc.JobData], AsyncJob | Job] = AsyncJob
-        #: Cancel an async handler whose lock is lost (a thread cannot be: it is only told).
-        self._cancel_lost = True
-        self._client: AsyncClient | None = None
-        #: The running client when there is an event sink (``_client`` is then this one).
-        self._observed: _Observed | None = None
-        self._handler: Callable[[Any], Awaitable[object]] | None = None
-        self._stopping = False
+        #: Handlers run in threads (the sync :class:`Worker`): they get a blocking ``Job`` on
+        #: this worker's connection, and a lost lock cannot cancel them (they are only told).
+        self._threads = False
         self._running = False
-        self._stop_event: anyio.Event | None = None
-        self._wake = anyio.Event()
-        self._beat_wake = anyio.Event()
-        self._handlers_tg: anyio.abc.TaskGroup | None = None
-        # Every job popped and not settled (``_holding``), and the newest of each jid (the
-        # one heartbeats renew). A job popped again while a handler still runs on its first
-        # pop has two entries in ``_holding``: both fill a slot.
-        self._holding: set[_Held] = set()
-        self._held: dict[str, _Held] = {}
-        #: Handler threads still running for jobs already settled (the sync Worker gives a
-        #: thread up over handler_timeout or at shutdown; it cannot be stopped): they too fill
-        #: a slot until they return.
-        self._abandoned = 0
-        self._ready: deque[_Held] = deque()
-        self._idle: list[anyio.Event] = []
-        self._next_queue = 0  # round-robin: where the next round starts
+        self._source = _Popping(self)
+        self._engine: Engine[_Held] = Engine(
+            self._source, self.stats, log, concurrency=concurrency,
+            handler_timeout=self.handler_timeout, shutdown_timeout=self.shutdown_timeout,
+            backoff=self.backoff, reconnect_on=(),
+        )
+        self._source.engine = self._engine
 
     def __repr__(self) -> str:
         return _describe(self, self)
@@ -408,10 +360,7 @@ class AsyncWorker:
         ``shutdown_timeout``), hands back what is left and returns. Safe to call from a
         handler, another task, or a signal handler in the event loop's thread; before
         :meth:`run`, it makes the next run return at once."""
-        self._stopping = True
-        self._wake.set()
-        if self._stop_event is not None:
-            self._stop_event.set()
+        self._engine.stop()
 
     async def run(self, handler: AsyncHandler, *, handle_signals: bool | None = None) -> None:
         """Pop and handle jobs until :meth:`stop` (or SIGTERM/SIGINT when ``handle_signals``;
@@ -424,99 +373,162 @@ class AsyncWorker:
         if self._running:
             raise RuntimeError("this worker is already running")
         self._running = True
-        self._handler = handler
-        self._stop_event = anyio.Event()
-        if self._stopping:
-            self._stop_event.set()
-        client = self._given or AsyncClient(*self._address, **self._options)
-        if self.events is not None:
-            self._observed = _Observed(client, self.events)
-        self._client = self._observed or client
+        engine, source = self._engine, self._source
+        # The settings as they are now (public attributes: reassignable).
+        engine.concurrency, engine.handler_timeout = self.concurrency, self.handler_timeout
+        engine.shutdown_timeout, engine.backoff = self.shutdown_timeout, self.backoff
+        client = source.open(*self._client())
         try:
-            async with anyio.create_task_group() as outer:
-                if wants_signals(handle_signals):
-                    outer.start_soon(watch_signals, self.stop, log)
-                # Handlers live in a task group of their own, hosted by a task, so that a
-                # shutdown can cancel them while heartbeats and hand-backs still run.
-                self._handlers_tg = await outer.start(self._host_handlers)
-                for _ in range(self.concurrency):
-                    self._handlers_tg.start_soon(self._slot)
-                outer.start_soon(self._heartbeater)
-                log.info("worker %s: popping %s (%s), %d at once", self.worker_name,
-                         ", ".join(self.queues), self.mode, self.concurrency)
-                await self._pump()
-                await self._wait_handlers()
-                outer.cancel_scope.cancel()
+            log.info("worker %s: popping %s (%s), %d at once", self.worker_name,
+                     ", ".join(self.queues), self.mode, self.concurrency)
+            await engine.run(source.handling(handler), _same,
+                             signals=wants_signals(handle_signals))
         finally:
             # Cancelled from outside: popped jobs no handler started go back at once.
-            leftover = list(self._ready)
-            self._ready.clear()
+            leftover = list(engine.ready)
+            engine.ready.clear()
             if leftover:
-                with anyio.move_on_after(GIVE_BACK_TIMEOUT, shield=True):
-                    await self._give_back_many(leftover)
-            self._handlers_tg = None
-            self._client = None
-            self._observed = None
+                try:
+                    await source.give_back(leftover, started=False)
+                finally:
+                    for held in leftover:
+                        engine.done(held)
+            source.close()
             self._running = False
-            self._stopping = False
-            if self._given is None:
+            engine.stopping = False
+            if client is not self._given:
                 with anyio.CancelScope(shield=True):
                     await client.aclose()
             log.info("worker %s: stopped (%s)", self.worker_name, self.stats)
 
-    @staticmethod
-    async def _host_handlers(*, task_status: anyio.abc.TaskStatus[anyio.abc.TaskGroup]) -> None:
-        async with anyio.create_task_group() as tg:
-            task_status.started(tg)
-            await anyio.sleep_forever()
+    def _client(self) -> tuple[AsyncClient, _Events | None]:
+        """The client of one run: the one given, or a new one to the address; with an event
+        sink, one whose observer records the events (over the given client's connection,
+        after the given client's own observer), and that observer."""
+        given = self._given
+        if self.events is None:
+            return given or AsyncClient(*self._address, **self._options), None
+        events = _Events(self.events, self.worker_name)
+        if given is None:
+            return AsyncClient(*self._address, observer=events, **self._options), events
+        observer: Observer = events if given.observer is None else _both(given.observer, events)
+        return AsyncClient(given.redis, worker_name=given.worker_name, clock=given.clock,
+                           serializer=given.serializer, observer=observer), events
+
+
+def _both(first: Observer, then: Observer) -> Observer:
+    def observe(call: sc.ScriptCall[Any], result: Any) -> None:
+        first(call, result)
+        then(call, result)
+
+    return observe
+
+
+class _Popping(Source[_Held]):
+    """How a qless worker fetches (pops, see the module docstring), settles (``complete``,
+    ``retry`` or ``fail``, sent until answered) and keeps its jobs alive (heartbeats), on the
+    one client of a run. The engine holds every job popped until it is settled."""
+
+    def __init__(self, worker: AsyncWorker) -> None:
+        self.w = worker
+        self.engine: Engine[_Held]
+        self.client: AsyncClient | None = None
+        #: Records the events, when the worker has a sink (the run's client's observer).
+        self.events: _Events | None = None
+        #: Makes the job object a handler gets.
+        self.make_job: Callable[[sc.JobData], AsyncJob | Job] = self._async_job
+        #: Cancel an async handler whose lock is lost (a thread cannot be: it is only told).
+        self.cancel_lost = True
+        #: The newest pop of each jid: the one heartbeats renew. A job popped again while a
+        #: handler still runs on its first pop is held twice (both fill a slot).
+        self.held: dict[str, _Held] = {}
+        self.beat_wake = anyio.Event()
+        self.next_queue = 0  # round-robin: where the next round starts
+
+    def open(self, client: AsyncClient, events: _Events | None) -> AsyncClient:
+        """Start a run on ``client`` (whose observer includes ``events``), in the event
+        loop."""
+        self.client, self.events = client, events
+        if self.w._threads:
+            blocking = client.blocking()
+            self.make_job = lambda raw: Job(blocking, raw)
+            self.cancel_lost = False
+        self.beat_wake = anyio.Event()
+        return client
+
+    def close(self) -> None:
+        self.client = None
+        self.events = None
+
+    def _async_job(self, raw: sc.JobData) -> AsyncJob:
+        assert self.client is not None
+        return AsyncJob(self.client, raw)
+
+    def handling(self, handler: Callable[[Any], Awaitable[object]]
+                 ) -> Callable[[_Held], Awaitable[object]]:
+        """``handler`` as the engine calls it: on the job, in a cancel scope that a lost lock
+        cancels (then the outcome is :data:`_LOST`)."""
+
+        async def handle(held: _Held) -> object:
+            job = held.job
+            with anyio.CancelScope() as scope:
+                held.scope = scope
+                if job.lost:
+                    scope.cancel()
+                try:
+                    return await handler(job)
+                finally:
+                    held.scope = None
+            return _LOST
+
+        return handle
+
+    def connection_tasks(self) -> Sequence[Callable[[], Awaitable[None]]]:
+        return (self._heartbeater,)
 
     # -- popping -------------------------------------------------------------------------------
 
-    async def _pump(self) -> None:
-        assert self._client is not None and self._stop_event is not None
-        client = self._client
-        while not self._stopping:
+    async def fetch(self) -> None:
+        client, engine, w = self.client, self.engine, self.w
+        assert client is not None
+        while not engine.stopping:
             # A fresh event before looking at the slots: a handler finishing from here on
             # wakes this loop.
-            wake = self._wake = anyio.Event()
-            free = self.concurrency - len(self._holding) - self._abandoned
+            wake = engine.changed()
+            free = engine.free
             if free <= 0:
                 await wake.wait()
                 continue
             try:
                 got = await self._pop_round(client, free)
             except JobwireError as exc:  # connection lost or refused, LOADING, BUSY...
-                self.stats.reconnects += 1
-                delay = self.backoff.next_delay()
-                log.warning("pop failed (%s); trying again in %.2f s", exc, delay)
-                with anyio.move_on_after(delay):
-                    await self._stop_event.wait()
+                await engine.back_off(exc, "pop failed (%s); trying again in %.2f s")
                 continue
-            self.backoff.reset()
-            if got < free and not self._stopping:
-                with anyio.move_on_after(self.idle_wait):
-                    await self._stop_event.wait()
+            engine.backoff.reset()
+            if got < free and not engine.stopping:
+                await engine.pause(w.idle_wait)
 
     async def _pop_round(self, client: AsyncClient, free: int) -> int:
         """Pop up to ``free`` jobs (see the module docstring for the order); hand each to a
         slot as it arrives. Returns how many came."""
         got = 0
-        count = len(self.queues)
-        if self.mode == "ordered":
-            for queue in self.queues:
+        queues = self.w.queues
+        count = len(queues)
+        if self.w.mode == "ordered":
+            for queue in queues:
                 got += await self._pop(client, queue, free - got)
                 if got >= free:
                     break
             return got
-        start = self._next_queue
+        start = self.next_queue
         for i in range(count):
             need = free - got
             if need <= 0:
                 break
             index = (start + i) % count
-            n = await self._pop(client, self.queues[index], -(-need // (count - i)))
+            n = await self._pop(client, queues[index], -(-need // (count - i)))
             if n:
-                self._next_queue = (index + 1) % count
+                self.next_queue = (index + 1) % count
             got += n
         return got
 
@@ -524,120 +536,81 @@ class AsyncWorker:
         jobs = await AsyncPopGuard.pop(
             client, sc.pop(client.clock(), queue, client.worker_name, count)
         )
+        if self.engine.past_deadline:  # a pop that ended past the shutdown deadline
+            with anyio.move_on_after(GIVE_BACK_TIMEOUT, shield=True):
+                self.w.stats.retried += await give_back(client, jobs)
+            return len(jobs)
         for raw in jobs:
             self._take(client, raw)
         return len(jobs)
 
     def _take(self, client: AsyncClient, raw: sc.JobData) -> None:
-        job = self._make_job(client, raw)
-        old = self._held.get(job.jid)
+        job = self.make_job(raw)
+        old = self.held.get(job.jid)
         if old is not None:  # our own job, popped again after its lock ran out
-            self._lose(old, "popped again after its lock ran out", None)  # event: _Observed
+            self._lose(old, "popped again after its lock ran out", None)  # event: _Events
         left = max(0.0, raw["expires"] - client.clock())
         held = _Held(job, raw["expires"], anyio.current_time() + left / 2)
-        self._held[job.jid] = held
-        self._holding.add(held)
-        self.stats.popped += 1
-        self.stats.in_flight += 1
-        self._ready.append(held)
-        if self._idle:
-            self._idle.pop().set()
-        self._beat_wake.set()
+        self.held[job.jid] = held
+        self.w.stats.popped += 1
+        self.engine.offer(held)
+        self.beat_wake.set()
 
-    # -- handling ------------------------------------------------------------------------------
+    # -- settling ------------------------------------------------------------------------------
 
-    async def _slot(self) -> None:
-        """One of ``concurrency`` long-lived handler tasks: cheaper than a task per job."""
-        ready = self._ready
-        while True:
-            if ready:
-                await self._handle(ready.popleft())
-            else:
-                woken = anyio.Event()
-                self._idle.append(woken)
-                try:
-                    await woken.wait()
-                finally:
-                    if not woken.is_set():
-                        self._idle.remove(woken)
-
-    async def _handle(self, held: _Held) -> None:
-        try:
-            result, error, lost = await self._call_handler(held)
-        except anyio.get_cancelled_exc_class():
-            # Shutdown deadline, or run() cancelled: the job goes back to its queue.
-            held.finished = True
-            try:
-                if not held.job.lost and held.job.state == "running":
-                    log.warning("job %s: handler cancelled; handing the job back",
-                                held.job.jid)
-                    with anyio.move_on_after(GIVE_BACK_TIMEOUT, shield=True):
-                        await self._give_back(held)
-            finally:
-                self._done(held)
-            raise
-        held.finished = True
-        try:
-            # The report is not cut short by a shutdown: it ends by the lock's expiry.
-            with anyio.CancelScope(shield=True):
-                await self._settle(held, result, error, lost)
-        finally:
-            self._done(held)
-
-    async def _call_handler(self, held: _Held) -> tuple[object, BaseException | None, bool]:
-        """Run the handler: ``(result, exception, lost)``; ``lost`` when a lost lock cancelled
-        it. A cancellation from outside propagates."""
-        assert self._handler is not None
-        job = held.job
-        with anyio.CancelScope() as scope:
-            held.scope = scope
-            if job.lost:
-                scope.cancel()
-            try:
-                if self.handler_timeout is None:
-                    return await self._handler(job), None, False
-                with anyio.fail_after(self.handler_timeout):
-                    return await self._handler(job), None, False
-            except Exception as exc:  # the handler's failure is the job's outcome
-                return None, exc, False
-            finally:
-                held.scope = None
-        return None, None, True
-
-    async def _settle(
-        self, held: _Held, result: object, error: BaseException | None, lost: bool
-    ) -> None:
-        job = held.job
-        if lost or job.lost:
-            return  # counted and logged when the loss was found; nothing may be sent
-        if job.state != "running":  # the handler completed, failed or retried it itself
+    def settle(self, job: _Held, result: object,
+               error: Exception | None) -> Awaitable[None] | None:
+        job.finished = True
+        if result is _LOST or job.job.lost:
+            return None  # counted and logged when the loss was found; nothing may be sent
+        if job.job.state != "running":  # the handler completed, failed or retried it itself
             if error is not None:
-                log.warning("job %s: handler raised after settling the job itself", job.jid,
-                            exc_info=error)
-            return
-        if error is None:
-            await self._complete(held, result)
-        elif self.retry.retries(error):
-            log.warning("job %s: handler raised %s; retrying", job.jid,
-                        failure_group(error), exc_info=error)
-            attempt = job.retries - job.remaining + 1
-            await self._retry(held, self.retry.delay(attempt))
-        else:
-            log.error("job %s: handler failed", job.jid, exc_info=error)
-            await self._fail(held, error)
+                log.warning("job %s: handler raised after settling the job itself",
+                            job.job.jid, exc_info=error)
+            return None
+        return self._report(job, result, error)
 
-    def _done(self, held: _Held) -> None:
-        held.finished = True
-        if held.done:
-            return
-        held.done = True
-        self._holding.discard(held)
-        if self._held.get(held.job.jid) is held:
-            del self._held[held.job.jid]
-            if self._observed is not None:
-                self._observed.forget(held.job.jid)
-        self.stats.in_flight -= 1
-        self._wake.set()
+    async def _report(self, held: _Held, result: object, error: Exception | None) -> None:
+        # The report is not cut short by a shutdown: it ends by the lock's expiry.
+        with anyio.CancelScope(shield=True):
+            if error is None:
+                await self._complete(held, result)
+                return
+            job, retry = held.job, self.w.retry
+            attempt = job.retries - job.remaining + 1
+            if retry.retries(error, attempt):
+                log.warning("job %s: handler raised %s; retrying", job.jid,
+                            failure_group(error), exc_info=error)
+                await self._retry(held, retry.delay(attempt))
+            else:
+                log.error("job %s: handler failed", job.jid, exc_info=error)
+                await self._fail(held, error)
+
+    async def give_back(self, jobs: Sequence[_Held], *, started: bool) -> None:
+        """Hand jobs back to their queue now (``retry``, no delay): a cancelled handler's
+        (shutdown deadline, or run() cancelled), or popped jobs no handler started."""
+        with anyio.move_on_after(GIVE_BACK_TIMEOUT, shield=True):
+            if started:
+                for held in jobs:
+                    held.finished = True
+                    job = held.job
+                    if not job.lost and job.state == "running":
+                        log.warning("job %s: handler cancelled; handing the job back", job.jid)
+                        await self._retry(held, 0)
+                return
+            client = self.client or self.w._given
+            if client is not None:
+                back = [{"jid": h.job.jid, "queue": h.job.queue or "", "worker": h.job.worker}
+                        for h in jobs if not h.job.lost]
+                self.w.stats.retried += await give_back(client, back)
+
+    def forget(self, job: _Held) -> None:
+        job.finished = True
+        jid = job.job.jid
+        if self.held.get(jid) is job:
+            del self.held[jid]
+            if self.events is not None:
+                self.events.forget(jid)
 
     # -- reports -------------------------------------------------------------------------------
 
@@ -655,8 +628,8 @@ class AsyncWorker:
         call sent with ``now`` got if the history shows it was run (the script writes each
         call's ``now`` there), and that reply is this call's; only otherwise is the job lost.
         """
-        assert self._client is not None
-        client = self._client
+        client = self.client
+        assert client is not None
         backoff = Backoff(base=0.05, cap=1.0)
         #: Copies sent whose replies never came: each may have been run.
         unanswered: list[sc.ScriptCall[T]] = []
@@ -698,8 +671,8 @@ class AsyncWorker:
         """The reply of the copy in ``unanswered`` that the job's history shows was run (its
         event recorded with that copy's ``now``), or None: none was, there is no job, or it
         could not be read within ``GIVE_BACK_TIMEOUT``."""
-        assert self._client is not None
-        client, jid = self._client, held.job.jid
+        client, jid = self.client, held.job.jid
+        assert client is not None
         backoff = Backoff(base=0.05, cap=1.0)
         raw: sc.JobData | None = None
         with anyio.move_on_after(GIVE_BACK_TIMEOUT):
@@ -717,8 +690,8 @@ class AsyncWorker:
             if reply is not None:
                 log.info("job %s: the %s sent with now=%.3f was run, its reply lost; "
                          "counted as done", jid, what, _sent_now(call))
-                if self._observed is not None:
-                    self._observed.observe(call, reply)
+                if self.events is not None:
+                    self.events(call, reply)
                 return reply
         return None
 
@@ -749,11 +722,12 @@ class AsyncWorker:
         state = await self._send(held, "complete", build, landed)
         if state is not None:
             job.state, job.queue = state, (nxt.queue if nxt is not None else None)
-            self.stats.completed += 1
+            self.w.stats.completed += 1
 
     async def _retry(self, held: _Held, delay: float) -> None:
         job = held.job
         queue = job.queue or ""
+
         def landed(raw: sc.JobData, now: float) -> int | None:
             # retry writes no history: the job is back in its queue with one retry less and
             # nothing after this worker's pop; with no retries left it adds ``failed`` (at
@@ -777,12 +751,12 @@ class AsyncWorker:
         job.remaining = left
         if left < 0:
             job.state = "failed"
-            self.stats.failed += 1
+            self.w.stats.failed += 1
             log.error("job %s: no retries left; the script failed it (failed-retries-%s)",
                       job.jid, queue)
         else:
             job.state = "scheduled" if delay else "waiting"
-            self.stats.retried += 1
+            self.w.stats.retried += 1
 
     async def _fail(self, held: _Held, error: BaseException) -> None:
         job = held.job
@@ -795,7 +769,7 @@ class AsyncWorker:
             held, "fail", lambda now: sc.fail(now, job.jid, job.worker, group, message)
         ) is not None:
             job.state = "failed"
-            self.stats.failed += 1
+            self.w.stats.failed += 1
 
     async def _heartbeat_once(self, held: _Held) -> float | None:
         job = held.job
@@ -805,21 +779,8 @@ class AsyncWorker:
         if expires is not None:
             held.expires = expires
             job.expires = datetime.fromtimestamp(expires, timezone.utc)
-            self.stats.heartbeats += 1
+            self.w.stats.heartbeats += 1
         return expires
-
-    async def _give_back(self, held: _Held) -> None:
-        """Hand a popped job back to its queue now (``retry``, no delay)."""
-        await self._retry(held, 0)
-
-    async def _give_back_many(self, helds: list[_Held]) -> None:
-        client = self._client or self._given
-        if client is not None:
-            jobs = [{"jid": h.job.jid, "queue": h.job.queue or "", "worker": h.job.worker}
-                    for h in helds if not h.job.lost]
-            self.stats.retried += await give_back(client, jobs)
-        for held in helds:
-            self._done(held)
 
     def _lose(self, held: _Held, why: str, now: float | None) -> None:
         """Mark ``held``'s job lost (at ``now``, for the event; None: already recorded)."""
@@ -827,10 +788,10 @@ class AsyncWorker:
         if job.lost:
             return
         job.lost = True
-        self.stats.lost += 1
-        if self._observed is not None and now is not None:
-            self._observed.lost(job.jid, now)
-        if held.scope is not None and self._cancel_lost:
+        self.w.stats.lost += 1
+        if self.events is not None and now is not None:
+            self.events.lost(job.jid, now)
+        if held.scope is not None and self.cancel_lost:
             held.scope.cancel()
             log.warning("job %s: lock lost (%s); handler cancelled", job.jid, why)
         elif held.scope is not None:
@@ -846,10 +807,10 @@ class AsyncWorker:
         each heartbeat runs in a task of its own, so a slow reply delays no other job's."""
         async with anyio.create_task_group() as tg:
             while True:
-                wake = self._beat_wake = anyio.Event()
+                wake = self.beat_wake = anyio.Event()
                 now = anyio.current_time()
                 soonest = math.inf
-                for held in list(self._held.values()):
+                for held in list(self.held.values()):
                     if held.finished or held.beating or held.job.lost:
                         continue
                     if held.due <= now:
@@ -861,8 +822,8 @@ class AsyncWorker:
                     await wake.wait()
 
     async def _beat(self, held: _Held) -> None:
-        assert self._client is not None
-        client, job = self._client, held.job
+        client, job = self.client, held.job
+        assert client is not None
         try:
             if held.finished:
                 return
@@ -882,36 +843,10 @@ class AsyncWorker:
             held.expires = expires
             job.expires = datetime.fromtimestamp(expires, timezone.utc)
             held.due = anyio.current_time() + max(0.0, expires - client.clock()) / 2
-            self.stats.heartbeats += 1
+            self.w.stats.heartbeats += 1
         finally:
             held.beating = False
-            self._beat_wake.set()
-
-    # -- shutdown ------------------------------------------------------------------------------
-
-    async def _wait_handlers(self) -> None:
-        if not self._holding:
-            return
-        log.info("stopping: waiting up to %.1f s for %d job(s)", self.shutdown_timeout,
-                 len(self._holding))
-        with anyio.move_on_after(self.shutdown_timeout):
-            await self._until(lambda: not self._holding)
-        if self._holding and self._handlers_tg is not None:
-            log.warning("stopping: %d job(s) still running after %.1f s; cancelling them",
-                        len(self._holding), self.shutdown_timeout)
-            self._handlers_tg.cancel_scope.cancel()  # each hands its job back as it ends
-            leftover = list(self._ready)
-            self._ready.clear()
-            if leftover:
-                await self._give_back_many(leftover)
-            await self._until(lambda: not self._holding)
-
-    async def _until(self, condition: Callable[[], bool]) -> None:
-        while True:
-            wake = self._wake = anyio.Event()
-            if condition():
-                return
-            await wake.wait()
+            self.beat_wake.set()
 
 
 def _data_to_save(job: AsyncJob | Job) -> str:
@@ -925,7 +860,7 @@ def _data_to_save(job: AsyncJob | Job) -> str:
     """
     if job._data is _UNREAD_ASYNC or job._data is _UNREAD_SYNC:
         return job._data_text()
-    serializer: Any = job.client._serializer
+    serializer: Any = job.client.serializer
     return _dump_text(serializer, job._data)
 
 
@@ -991,44 +926,22 @@ def _put_time(raw: sc.JobData) -> float | None:
     return None
 
 
-class _Observed(AsyncClient):
-    """The worker's client when it has an event sink: every script call on its connection
-    that pops, completes, fails or retries one of this worker's jobs becomes an event, with that
-    call's own ``now``. Handlers' jobs are bound to it, so what a handler settles itself is
-    seen too, and so are hand-backs (``give_back``) and the pop guard's calls."""
+class _Events:
+    """The observer (:attr:`AsyncClient.observer`) of a worker's client when it has an event
+    sink: every script call on that client that pops, completes, fails or retries one of this
+    worker's jobs becomes an event, with that call's own ``now``. Handlers' jobs are bound to
+    the same client, so what a handler settles itself is seen too, and so are hand-backs
+    (``give_back``) and the pop guard's calls."""
 
-    def __init__(self, client: AsyncClient, sink: EventSink) -> None:
-        # AsyncClient.__init__ is not called: the connection is ``client``'s, and so are its
-        # worker name, clock and serializer.
-        self._inner = client
-        self.redis = client.redis
-        self._owns = False
-        self._loaded = True
-        self.worker_name = client.worker_name
-        self.clock = client.clock
-        self._serializer = client._serializer
+    def __init__(self, sink: EventSink, worker_name: str) -> None:
         self.sink = sink
+        self.worker_name = worker_name
         #: The jobs popped and not settled yet: jid -> (queue, attempt).
         self._popped: dict[str, tuple[str, int]] = {}
 
-    async def _run(self, call: sc.ScriptCall[T]) -> T:
-        result = await self._inner._run(call)
+    def __call__(self, call: sc.ScriptCall[Any], result: Any) -> None:
         if call.command in _OBSERVED:
             self._observe(call, result)
-        return result
-
-    async def _run_many(self, calls: Sequence[sc.ScriptCall[T]], window: int) -> list[T]:
-        try:
-            results = await self._inner._run_many(calls, window)
-        except BulkError as exc:
-            for call, result in zip(calls, exc.results, strict=True):
-                if call.command in _OBSERVED and not isinstance(result, BaseException):
-                    self._observe(call, result)
-            raise
-        for call, result in zip(calls, results, strict=True):
-            if call.command in _OBSERVED:
-                self._observe(call, result)
-        return results
 
     def _emit(self, event: str, now: float, queue: str, jid: str, attempt: int,
               group: str | None = None, put_time: float | None = None) -> None:
@@ -1063,12 +976,6 @@ class _Observed(AsyncClient):
                 group = call.args[6] if len(call.args) > 6 else f"failed-retries-{queue}"
                 self._emit("failed", now, queue, jid, attempt, group=group)
 
-    def observe(self, call: sc.ScriptCall[Any], result: Any) -> None:
-        """Record ``call`` as run with ``result``: a call whose reply was lost, found run in
-        the job's history."""
-        if call.command in _OBSERVED:
-            self._observe(call, result)
-
     def lost(self, jid: str, now: float) -> None:
         """Record that this worker lost ``jid`` (its lock) at ``now``."""
         known = self._popped.pop(jid, None)
@@ -1084,34 +991,6 @@ class _Observed(AsyncClient):
 _OBSERVED = frozenset({"pop", "complete", "fail", "retry"})
 
 
-class _LoopClient(Client):
-    """A :class:`Client` for handler threads: each call runs on the worker's event loop, on its
-    one connection (no connection of its own)."""
-
-    def __init__(self, client: AsyncClient, token: anyio.lowlevel.EventLoopToken) -> None:
-        # Client.__init__ is not called: it would open a connection. The worker name, clock
-        # and serializer are ``client``'s.
-        self._async = client
-        self._token = token
-        self.worker_name = client.worker_name
-        self.clock = client.clock
-        self._serializer = client._serializer
-        self._owns = False
-        self._loaded = True
-
-    def __enter__(self) -> _LoopClient:
-        return self
-
-    def close(self) -> None:
-        """Nothing to close: the connection is the worker's."""
-
-    def _run(self, call: sc.ScriptCall[T]) -> T:
-        return anyio.from_thread.run(self._async._run, call, token=self._token)
-
-    def _run_many(self, calls: Sequence[sc.ScriptCall[T]], window: int) -> list[T]:
-        return anyio.from_thread.run(self._async._run_many, calls, window, token=self._token)
-
-
 class Worker:
     """Run a blocking handler on jobs popped from ``queues``, up to ``concurrency`` at once in
     threads, over one connection. Same arguments and behaviour as :class:`AsyncWorker`
@@ -1121,13 +1000,13 @@ class Worker:
         Worker("redis://127.0.0.1:6379/0", queues=["emails"], concurrency=8).run(handle)
 
     The handler gets a :class:`~qless_client.Job` whose calls (``job.heartbeat()``,
-    ``job.complete(next=...)``...) run on the worker's connection. A thread cannot be
-    cancelled: when the job's lock is lost, ``job.lost`` becomes true and whatever the handler
-    then returns or raises is dropped. Over ``handler_timeout`` or ``shutdown_timeout`` the
-    thread is abandoned (it runs on; its result is ignored) and the job is failed or handed
-    back. A thread that runs on (abandoned, or on a lost job) still fills its slot until it
-    returns: the worker never runs more than ``concurrency`` handler threads, nor pops more
-    jobs than it has slots free.
+    ``job.complete(next=...)``...) run on the worker's connection
+    (:meth:`AsyncClient.blocking`). A thread cannot be cancelled: when the job's lock is lost,
+    ``job.lost`` becomes true and whatever the handler then returns or raises is dropped. Over
+    ``handler_timeout`` or ``shutdown_timeout`` the thread is abandoned (it runs on; its result
+    is ignored) and the job is failed or handed back. A thread that runs on (abandoned, or on
+    a lost job) still fills its slot until it returns: the worker never runs more than
+    ``concurrency`` handler threads, nor pops more jobs than it has slots free.
 
     The constructor raises what :class:`AsyncWorker`'s raises (not :meth:`run`), and:
 
@@ -1155,18 +1034,22 @@ class Worker:
         if isinstance(address, (AsyncClient, Client)):
             raise TypeError("Worker takes an address (its connection lives on its own event "
                             "loop); AsyncWorker takes an AsyncClient")
-        self._target = address
-        self._port = port
-        self._options: dict[str, Any] = {
+        options: dict[str, Any] = {
             "queues": queues, "mode": mode, "concurrency": concurrency, "idle_wait": idle_wait,
             "retry": retry, "handler_timeout": handler_timeout,
             "shutdown_timeout": shutdown_timeout, "backoff": backoff,
             "worker_name": worker_name, "events": events, **redis_options,
         }
-        shape = AsyncWorker(address, port, **self._options)  # bad arguments raise here
+        shape = AsyncWorker(address, port, **options)  # bad arguments raise here
         self._shown = _describe(self, shape)
-        self._async: AsyncWorker | None = None
-        self._token: anyio.lowlevel.EventLoopToken | None = None
+
+        def make() -> Any:  # an AsyncWorker whose handlers are blocking ones in threads
+            worker = AsyncWorker(address, port, **options)
+            worker._threads = True
+            return worker
+
+        self._make = make
+        self._runner: BlockingRunner[Job, WorkerStats] = BlockingRunner(make, WorkerStats)
         self._stop_requested = False
 
     def __repr__(self) -> str:
@@ -1175,53 +1058,22 @@ class Worker:
     @property
     def stats(self) -> WorkerStats:
         """The counters of the running (or last) run."""
-        return self._async.stats if self._async is not None else WorkerStats()
+        return self._runner.stats
 
     def run(self, handler: SyncHandler, *, handle_signals: bool | None = None) -> None:
         """Block, handling jobs, until :meth:`stop` (from any thread) or SIGTERM/SIGINT (when
-        ``handle_signals``; by default in the main thread)."""
+        ``handle_signals``; by default in the main thread). A stop ends this run only: the
+        worker may run again."""
+        last = self._runner
+        runner = self._runner = BlockingRunner(self._make, lambda: last.stats)
+        if self._stop_requested:  # stop() came before this run
+            runner.stop()
         try:
-            anyio.run(self._main, handler, handle_signals)
+            runner.run(handler, handle_signals)
         finally:
-            self._token = None
             self._stop_requested = False
-
-    async def _main(self, handler: SyncHandler, handle_signals: bool | None) -> None:
-        worker = AsyncWorker(self._target, self._port, **self._options)
-        worker._cancel_lost = False
-        token = anyio.lowlevel.current_token()
-        loop_clients: dict[int, _LoopClient] = {}
-
-        def make_job(client: AsyncClient, raw: sc.JobData) -> Job:
-            loop_client = loop_clients.get(id(client))
-            if loop_client is None:
-                loop_client = loop_clients[id(client)] = _LoopClient(client, token)
-            return Job(loop_client, raw)
-
-        worker._make_job = make_job
-        limiter = anyio.CapacityLimiter(worker.concurrency)
-
-        def given_up(threads: int) -> None:
-            worker._abandoned += threads
-            worker._wake.set()
-
-        async def in_thread(job: Job) -> object:
-            # Over handler_timeout or at shutdown the thread runs on in its slot until it
-            # returns (the limiter, released at once, does not count it).
-            return await run_in_thread(handler, job, limiter=limiter, given_up=given_up)
-
-        self._async = worker
-        self._token = token
-        if self._stop_requested:
-            worker.stop()
-        await worker.run(in_thread, handle_signals=handle_signals)  # type: ignore[arg-type]
 
     def stop(self) -> None:
         """Ask the worker to stop (from any thread, a handler's included)."""
         self._stop_requested = True
-        if self._async is None or self._token is None:
-            return
-        try:
-            anyio.from_thread.run_sync(self._async.stop, token=self._token)
-        except RuntimeError:  # called from the event loop's thread itself
-            self._async.stop()
+        self._runner.stop()

@@ -12,7 +12,9 @@ Why it is shaped like this:
 
 * **One connection per slot.** The server answers one connection's commands in order and a
   ``lease`` blocks its connection, so each of the ``concurrency`` slots owns a client and loops
-  ``lease`` (with a wait-timeout, as the document recommends) -> handler -> ``complete``/``fail``.
+  ``lease`` (with a wait-timeout, as the document recommends) -> handler -> ``complete``/``fail``
+  on it. The slots run on the worker engine (``jobwire._worker``): a lease loop per connection
+  fetches, the engine's handler tasks run the handlers, one task watches every job's TTR.
 * **Results.** A handler's return value (``bytes``, ``str`` as UTF-8, or ``None`` for empty)
   is sent with ``complete``; an exception is logged with its traceback (ERROR) and sent with
   ``fail`` as ``"<Type>: <message>"``, and so is a return value the server would refuse
@@ -52,20 +54,23 @@ Why it is shaped like this:
 
 from __future__ import annotations
 
-import contextlib
 import logging
+import math
+import operator
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from types import TracebackType
 from typing import TypeVar
 
 import anyio
 
 from jobwire._backoff import Backoff
-from jobwire._signals import log_signal, stop_on_signals, wants_signals, watch_signals
+from jobwire._signals import wants_signals
 from jobwire._streams import SSLOption, tls_context
 from jobwire._url import AddressLike, address_url, describe, resolve_address
+from jobwire._worker import BlockingRunner, Engine, Source
 from jobwire.errors import (
     ConnectFailed,
     JobwireConnectionError,
@@ -78,7 +83,6 @@ from jobwire.events import EventSink, default_worker_id, failure_group
 from ._commands import MAX_PAYLOAD, validate_name
 from ._records import LeasedJob
 from .aio import DEFAULT_PORT, AsyncClient
-from .client import Client
 from .errors import ClientError, TimedOut, WorkqError
 
 __all__ = ["AsyncWorker", "JobContext", "LateResult", "Worker", "WorkerStats"]
@@ -143,7 +147,7 @@ class WorkerStats:
     late_results: list[LateResult] = field(default_factory=list)
 
 
-def _encode(result: Result) -> bytes:
+def _encode(result: object) -> bytes:
     if result is None:
         return b""
     if isinstance(result, str):
@@ -157,7 +161,7 @@ def _error_text(exc: BaseException) -> bytes:
     return f"{type(exc).__name__}: {exc}".encode("utf-8", "replace")[:MAX_PAYLOAD]
 
 
-def _outcome(result: Result) -> tuple[bool, bytes, str | None]:
+def _outcome(result: object) -> tuple[bool, bytes, str | None]:
     """What to report for a handler's return value: ``(success, data, failure group)``. A
     result the server would refuse (not bytes/str/None, or over 1 MiB) is reported as a
     failure saying so."""
@@ -265,7 +269,6 @@ class _Base:
         self.events = events
         #: The ``worker`` of its events.
         self.worker_id = default_worker_id()
-        self._stopping = False
         self._running = False
 
     def __repr__(self) -> str:
@@ -389,16 +392,26 @@ class AsyncWorker(_Base):
                          timeout=timeout, shutdown_timeout=shutdown_timeout, backoff=backoff,
                          on_overrun=on_overrun, on_late_result=on_late_result, events=events,
                          ssl=ssl, server_hostname=server_hostname)
-        self._handler: AsyncHandler | None = None
-        self._stop_event: anyio.Event | None = None
-        #: The handlers running now (their cancel scopes), and whether the shutdown deadline
-        #: has passed (a job leased after it is not started).
-        self._handling: set[anyio.CancelScope] = set()
-        self._gave_up = False
+        self._engine = self._new_engine()
+
+    def _new_engine(self) -> Engine[_Held]:
+        source = _Leasing(self)
+        engine = Engine(source, self.stats, logger, concurrency=self.concurrency,
+                        handler_timeout=None, shutdown_timeout=self.shutdown_timeout,
+                        backoff=Backoff(), reconnect_on=())
+        source.engine = engine
+        return engine
 
     def _new_client(self) -> AsyncClient:
         return AsyncClient(self.address, timeout=self.timeout, ssl=self.ssl_context,
                            server_hostname=self.server_hostname)
+
+    async def __aenter__(self) -> AsyncWorker:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        self.stop()
 
     def stop(self) -> None:
         """Stop leasing: no new lease is sent; each lease in flight runs out (within ``wait``)
@@ -407,9 +420,7 @@ class AsyncWorker(_Base):
         leased to a closed connection (see the module docstring). Safe to call from the
         worker's event loop only (a handler, another task, a signal handler there); before
         :meth:`run`, it makes the next run return at once."""
-        self._stopping = True
-        if self._stop_event is not None:
-            self._stop_event.set()
+        self._engine.stop()
 
     async def run(self, handler: AsyncHandler, *, handle_signals: bool | None = None) -> None:
         """Run ``handler`` (``async def handler(job: JobContext) -> bytes | str | None``) in
@@ -423,50 +434,79 @@ class AsyncWorker(_Base):
         if self._running:
             raise RuntimeError("this worker is already running")
         self._running = True
-        self._handler = handler
-        self._gave_up = False
-        self._stop_event = anyio.Event()
-        if self._stopping:
-            self._stop_event.set()
+        engine = self._engine  # the settings as they are now (public attributes: reassignable)
+        engine.concurrency, engine.shutdown_timeout = self.concurrency, self.shutdown_timeout
+        engine.stats = self.stats
         try:
-            async with anyio.create_task_group() as outer:
-                if wants_signals(handle_signals):
-                    outer.start_soon(watch_signals, self.stop, logger)
-                outer.start_soon(self._shutdown_deadline, self._stop_event)
-                async with anyio.create_task_group() as slots:
-                    for _ in range(self.concurrency):
-                        slots.start_soon(self._slot)
-                outer.cancel_scope.cancel()
+            await engine.run(handler, _job_of, signals=wants_signals(handle_signals))
         finally:
             self._running = False
-            self._stopping = False
-            self._stop_event = None
+            self._engine = self._new_engine()  # the next run starts afresh
 
-    async def _shutdown_deadline(self, stopped: anyio.Event) -> None:
-        """Once stopping, give the running handlers ``shutdown_timeout`` seconds, then cancel
-        them (their jobs are left to their TTRs)."""
-        await stopped.wait()
-        if self._handling:
-            logger.info("stopping: waiting up to %.1f s for %d handler(s)",
-                        self.shutdown_timeout, len(self._handling))
-        await anyio.sleep(self.shutdown_timeout)
-        self._gave_up = True
-        for scope in list(self._handling):
-            scope.cancel()
 
-    async def _slot(self) -> None:
-        backoff = self._backoff()
-        client: AsyncClient | None = None
+class _Held:
+    """A leased job, held from the lease until its report (or until it is given up), and the
+    lane (connection) that leased it."""
+
+    __slots__ = ("job", "lane")
+
+    def __init__(self, job: JobContext, lane: _Lane) -> None:
+        self.job = job
+        self.lane = lane
+
+
+class _Lane:
+    """One of ``concurrency`` lease loops: its connection, its back-off, and the event set
+    when the job it leased last is reported or given up."""
+
+    __slots__ = ("client", "backoff", "settled")
+
+    def __init__(self, backoff: Backoff) -> None:
+        self.client: AsyncClient | None = None
+        self.backoff = backoff
+        self.settled: anyio.Event | None = None
+
+
+_job_of = operator.attrgetter("job")
+
+
+class _Leasing(Source[_Held]):
+    """How a Workq worker fetches (a lease loop per connection, each holding at most one job),
+    settles (``complete``/``fail`` on the connection that leased the job, sent again on a new
+    one when it fails), and watches its jobs' TTRs (one task for all of them)."""
+
+    def __init__(self, worker: AsyncWorker) -> None:
+        self.w = worker
+        self.engine: Engine[_Held]
+        #: Jobs whose handler runs (or is about to): their TTRs are watched.
+        self.running: set[_Held] = set()
+        #: The overrun watcher sleeps until ``until``, or until ``sooner`` is set.
+        self.until = math.inf
+        self.sooner: anyio.Event | None = None
+
+    def connection_tasks(self) -> Sequence[Callable[[], Awaitable[None]]]:
+        return (self._watch_overruns,)
+
+    async def fetch(self) -> None:
+        """Run the lease loops; they end once stopping, each after its lease in flight ran out
+        and the job it brought (if any) was reported."""
+        async with anyio.create_task_group() as tg:
+            for _ in range(self.w.concurrency):
+                tg.start_soon(self._lease_loop)
+
+    async def _lease_loop(self) -> None:
+        w, engine = self.w, self.engine
+        lane = _Lane(w._backoff())
         try:
-            while not self._stopping:
+            while not engine.stopping:
                 try:
-                    if client is None:
-                        client = self._new_client()
-                        await client.connect()
-                    if self._stopping:  # stop() ran while this slot was connecting
+                    if lane.client is None:
+                        lane.client = w._new_client()
+                        await lane.client.connect()
+                    if engine.stopping:  # stop() ran while this lane was connecting
                         break
-                    leased = await client.lease(self.names, wait=self.wait)
-                    backoff.reset()
+                    leased = await lane.client.lease(w.names, wait=w.wait)
+                    lane.backoff.reset()
                 except TimedOut:
                     continue
                 except OperationTimeout as exc:
@@ -476,95 +516,100 @@ class AsyncWorker(_Base):
                     continue
                 except _RETRYABLE as exc:
                     _log_connection_problem(exc)
-                    self.stats.reconnects += 1
-                    if client is not None:
-                        await client.aclose()
-                        client = None
-                    assert self._stop_event is not None
-                    with anyio.move_on_after(backoff.next_delay()):
-                        await self._stop_event.wait()
+                    w.stats.reconnects += 1
+                    if lane.client is not None:
+                        await lane.client.aclose()
+                        lane.client = None
+                    await engine.pause(lane.backoff.next_delay())
                     continue
-                self._leased(leased, time.time())
-                client = await self._process(client, leased, backoff)
+                w._leased(leased, time.time())
+                held = _Held(_context(leased), lane)
+                if engine.past_deadline:  # leased after the shutdown deadline: not started
+                    w._abandoned(held.job, False)
+                    continue
+                lane.settled = settled = anyio.Event()
+                self.running.add(held)
+                if held.job.deadline < self.until and self.sooner is not None:
+                    self.sooner.set()
+                engine.offer(held)
+                await settled.wait()
         finally:
-            if client is not None:
+            if lane.client is not None:
                 with anyio.CancelScope(shield=True):
-                    await client.aclose()
+                    await lane.client.aclose()
 
-    async def _process(self, client: AsyncClient, leased: LeasedJob,
-                       backoff: Backoff) -> AsyncClient:
-        assert self._handler is not None
-        job = _context(leased)
-        if self._gave_up:  # leased after the shutdown deadline: not started
-            self._abandoned(job, False)
-            return client
-        success, data, group = True, b"", None
-        async with anyio.create_task_group() as tg:
+    async def _watch_overruns(self) -> None:
+        """Tell the handlers whose job's TTR ran out (``job.overrun``, ``on_overrun``)."""
+        running = self.running
+        while True:
+            now = time.monotonic()
+            soonest = math.inf
+            for held in list(running):
+                deadline = held.job.deadline
+                if deadline <= now:
+                    running.discard(held)
+                    self.w._overran(held.job)
+                elif deadline < soonest:
+                    soonest = deadline
+            self.until, self.sooner = soonest, anyio.Event()
+            with anyio.move_on_after(soonest - now):
+                await self.sooner.wait()
 
-            async def watch() -> None:
-                await anyio.sleep(max(0.0, job.time_left()))
-                self._overran(job)
+    def settle(self, job: _Held, result: object,
+               error: Exception | None) -> Awaitable[None] | None:
+        self.running.discard(job)
+        if error is None:
+            success, data, group = _outcome(result)
+        else:
+            success, data, group = _handler_failed(job.job, error)
+        return self._report(job, success, data, group)
 
-            tg.start_soon(watch)
-            with anyio.CancelScope() as scope:
-                self._handling.add(scope)
-                try:
-                    success, data, group = _outcome(await self._handler(job))
-                except Exception as exc:
-                    success, data, group = _handler_failed(job, exc)
-                finally:
-                    self._handling.discard(scope)
-            tg.cancel_scope.cancel()
-        if scope.cancelled_caught:  # the shutdown deadline
-            self._abandoned(job, True)
-            return client
-        return await self._report(client, job, success, data, group, backoff)
-
-    async def _report(self, client: AsyncClient, job: JobContext, success: bool, data: bytes,
-                      group: str | None, backoff: Backoff) -> AsyncClient:
+    async def _report(self, held: _Held, success: bool, data: bytes, group: str | None) -> None:
+        """Send ``complete``/``fail``; on a lost connection or a late reply, again on a new one
+        (up to ``_REPORT_ATTEMPTS``). Shielded: the shutdown deadline cancels handlers, not
+        the reports of those that finished."""
+        w, lane, job = self.w, held.lane, held.job
         sent_at: float | None = None  # an earlier attempt that may have reached the server
-        for attempt in range(_REPORT_ATTEMPTS):
-            at = time.time()
-            try:
-                if success:
-                    await client.complete(job.job_id, data)
-                else:
-                    await client.fail(job.job_id, data)
-            except WorkqError as exc:
-                if sent_at is not None and _already_reported(exc, job, success):
-                    self._reported(job, success, None, group, sent_at)
-                else:
-                    self._reported(job, success, exc, group, at)
-                return client
-            except _RETRYABLE as exc:
-                if sent_at is None and _may_have_arrived(exc):
-                    sent_at = at
-                if attempt == _REPORT_ATTEMPTS - 1:
-                    self._reported(job, success, exc, group, at)
-                    return client
-                self.stats.reconnects += 1
-                await client.aclose()
-                await anyio.sleep(backoff.next_delay())
-                client = self._new_client()
-                continue
-            self._reported(job, success, None, group, at)
-            return client
-        return client  # pragma: no cover - the loop always returns
+        with anyio.CancelScope(shield=True):
+            for attempt in range(_REPORT_ATTEMPTS):
+                client = lane.client
+                if client is None:  # a report sent again: the lane lost its connection
+                    client = lane.client = w._new_client()
+                at = time.time()
+                try:
+                    if success:
+                        await client.complete(job.job_id, data)
+                    else:
+                        await client.fail(job.job_id, data)
+                except WorkqError as exc:
+                    if sent_at is not None and _already_reported(exc, job, success):
+                        w._reported(job, success, None, group, sent_at)
+                    else:
+                        w._reported(job, success, exc, group, at)
+                    return
+                except _RETRYABLE as exc:
+                    if sent_at is None and _may_have_arrived(exc):
+                        sent_at = at
+                    if attempt == _REPORT_ATTEMPTS - 1:
+                        w._reported(job, success, exc, group, at)
+                        return
+                    w.stats.reconnects += 1
+                    await client.aclose()
+                    lane.client = None
+                    await anyio.sleep(lane.backoff.next_delay())
+                    continue
+                w._reported(job, success, None, group, at)
+                return
 
+    async def give_back(self, jobs: Sequence[_Held], *, started: bool) -> None:
+        for held in jobs:
+            self.running.discard(held)
+            self.w._abandoned(held.job, started)
 
-class _Run:
-    """One :meth:`Worker.run`'s shared state, guarded by the worker's lock; a thread given up
-    at the shutdown deadline keeps its run's, so it never acts for a later run."""
-
-    __slots__ = ("gave_up", "handling", "abandoned")
-
-    def __init__(self) -> None:
-        #: The shutdown deadline has passed: nothing more is started or reported.
-        self.gave_up = False
-        #: The job each slot's handler runs now, by slot number.
-        self.handling: dict[int, JobContext] = {}
-        #: Slots whose handler was still running at the deadline: given up.
-        self.abandoned: set[int] = set()
+    def forget(self, job: _Held) -> None:
+        settled = job.lane.settled
+        if settled is not None:
+            settled.set()
 
 
 class Worker(_Base):
@@ -573,10 +618,14 @@ class Worker(_Base):
         worker = Worker("127.0.0.1:9922", ["resize"], concurrency=4)
         worker.run(handle)             # until worker.stop() (any thread), SIGTERM or SIGINT
 
-    Args: as for :class:`AsyncWorker`, with ``wait`` defaulting to 1 s (how soon a thread
-    notices :meth:`stop`). ``on_overrun`` runs in a timer thread; events are emitted from the
-    slot threads. A thread cannot be cancelled: a handler still running at the shutdown
-    deadline is given up (it runs on; its result is dropped) and its job left to its TTR.
+    It is :class:`AsyncWorker` on an event loop in the calling thread, each handler in a
+    daemon thread (at most ``concurrency`` at once): leases, reports, ``on_overrun``,
+    ``on_late_result`` and events run in the loop's thread.
+
+    Args: as for :class:`AsyncWorker`, with ``wait`` defaulting to 1 s (how long :meth:`stop`
+    may wait for the leases in flight). A thread cannot be cancelled: a handler still running
+    at the shutdown deadline is given up (it runs on, and still fills its slot until it
+    returns; its result is dropped) and its job left to its TTR.
     """
 
     def __init__(
@@ -600,40 +649,28 @@ class Worker(_Base):
                          timeout=timeout, shutdown_timeout=shutdown_timeout, backoff=backoff,
                          on_overrun=on_overrun, on_late_result=on_late_result, events=events,
                          ssl=ssl, server_hostname=server_hostname)
-        self._lock = threading.Lock()
-        self._stop_event = threading.Event()
-        #: The signal that stopped the run (logged by :meth:`_supervise`), if one did.
-        self._signalled: int | None = None
+        self._run_lock = threading.Lock()
+        self._runner: BlockingRunner[JobContext, WorkerStats] = BlockingRunner(
+            self._async_worker, lambda: self.stats
+        )
 
-    def _leased(self, job: LeasedJob, at: float) -> None:
-        with self._lock:
-            super()._leased(job, at)
-
-    def _overran(self, job: JobContext) -> None:
-        with self._lock:
-            super()._overran(job)
-
-    def _reported(self, job: JobContext, success: bool, error: BaseException | None,
-                  group: str | None, at: float) -> None:
-        with self._lock:
-            super()._reported(job, success, error, group, at)
-
-    def _new_client(self) -> Client:
-        return Client(self.address, timeout=self.timeout, ssl=self.ssl_context,
-                      server_hostname=self.server_hostname)
+    def _async_worker(self) -> AsyncWorker:
+        """The async worker one :meth:`run` drives (every run counts into the same stats)."""
+        worker = AsyncWorker(
+            self.address, self.names, concurrency=self.concurrency, wait=self.wait,
+            timeout=self.timeout, shutdown_timeout=self.shutdown_timeout,
+            backoff=self._backoff, on_overrun=self.on_overrun,
+            on_late_result=self.on_late_result, events=self.events, ssl=self.ssl_context,
+            server_hostname=self.server_hostname,
+        )
+        worker.stats = self.stats
+        return worker
 
     def stop(self) -> None:
         """Stop leasing (from any thread); running handlers get ``shutdown_timeout`` seconds to
         finish and report, then :meth:`run` returns. Before :meth:`run`, it makes the next run
         return at once."""
-        self._stopping = True
-        self._stop_event.set()
-
-    def _on_signal(self, signum: int) -> None:
-        # A signal handler runs between two bytecodes of the main thread, which may hold any
-        # lock: it only sets flags, which run() looks at within 0.1 s.
-        self._signalled = signum
-        self._stopping = True
+        self._runner.stop()
 
     def run(self, handler: SyncHandler, *, handle_signals: bool | None = None) -> None:
         """Run ``handler`` (``handler(job: JobContext) -> bytes | str | None``) in
@@ -645,138 +682,12 @@ class Worker(_Base):
             RuntimeError: the worker is already running.
             ValueError: ``handle_signals=True`` outside the main thread.
         """
-        if self._running:
-            raise RuntimeError("this worker is already running")
-        with contextlib.ExitStack() as signals:
-            if wants_signals(handle_signals):
-                signals.enter_context(stop_on_signals(self._on_signal))
+        with self._run_lock:
+            if self._running:
+                raise RuntimeError("this worker is already running")
             self._running = True
-            run = _Run()
-            try:
-                threads = [threading.Thread(target=self._slot, args=(handler, run, i),
-                                            name=f"workq-worker-{i}", daemon=True)
-                           for i in range(self.concurrency)]
-                for thread in threads:
-                    thread.start()
-                self._supervise(threads, run)
-            finally:
-                signals.close()  # the old handlers first: a late signal cannot stop a next run
-                self._running = False
-                self._stopping = False
-                self._signalled = None
-                self._stop_event.clear()
-
-    def _supervise(self, threads: list[threading.Thread], run: _Run) -> None:
-        """Wait for stop, then for the slots: leases in flight run out within ``wait``,
-        handlers get ``shutdown_timeout``; those still running then are given up."""
-        while not self._stopping and any(t.is_alive() for t in threads):
-            self._stop_event.wait(0.1)
-        if self._signalled is not None:
-            log_signal(logger, self._signalled)
-        self._stop_event.set()  # wakes slots waiting out a back-off
-        with self._lock:
-            running = len(run.handling)
-        if running:
-            logger.info("stopping: waiting up to %.1f s for %d handler(s)",
-                        self.shutdown_timeout, running)
-        deadline = time.monotonic() + self.shutdown_timeout
-        while True:
-            with self._lock:
-                if not run.gave_up and time.monotonic() >= deadline:
-                    run.gave_up = True
-                    for slot, job in run.handling.items():
-                        run.abandoned.add(slot)
-                        self._abandoned(job, True)
-                # Slots still leasing or reporting are waited for; given-up ones are not.
-                waiting = [t for i, t in enumerate(threads)
-                           if t.is_alive() and i not in run.abandoned]
-            if not waiting:
-                return
-            waiting[0].join(0.1)
-
-    def _slot(self, handler: SyncHandler, run: _Run, slot: int) -> None:
-        backoff = self._backoff()
-        client: Client | None = None
         try:
-            while not self._stopping:
-                try:
-                    if client is None:
-                        client = self._new_client()
-                    leased = client.lease(self.names, wait=self.wait)
-                    backoff.reset()
-                except TimedOut:
-                    continue
-                except _RETRYABLE as exc:
-                    _log_connection_problem(exc)
-                    with self._lock:
-                        self.stats.reconnects += 1
-                    if client is not None:
-                        client.close()
-                        client = None
-                    self._stop_event.wait(backoff.next_delay())
-                    continue
-                self._leased(leased, time.time())
-                job = _context(leased)
-                with self._lock:
-                    if run.gave_up:  # leased after the shutdown deadline: not started
-                        self._abandoned(job, False)
-                        return
-                    run.handling[slot] = job
-                kept = self._process(client, job, handler, run, slot, backoff)
-                if kept is None:  # given up at the shutdown deadline
-                    return
-                client = kept
+            self._runner.run(handler, handle_signals)
         finally:
-            if client is not None:
-                client.close()
-
-    def _process(self, client: Client, job: JobContext, handler: SyncHandler, run: _Run,
-                 slot: int, backoff: Backoff) -> Client | None:
-        """Run the handler on ``job`` and report; the client to go on with, or None when the
-        job was given up at the shutdown deadline (the slot then ends)."""
-        timer = threading.Timer(max(0.0, job.time_left()), self._overran, (job,))
-        timer.daemon = True
-        timer.start()
-        try:
-            success, data, group = _outcome(handler(job))
-        except Exception as exc:
-            success, data, group = _handler_failed(job, exc)
-        finally:
-            timer.cancel()
-        timer.join()
-        with self._lock:
-            del run.handling[slot]
-            if slot in run.abandoned:  # counted when given up; nothing is reported
-                return None
-        sent_at: float | None = None  # an earlier attempt that may have reached the server
-        for attempt in range(_REPORT_ATTEMPTS):
-            at = time.time()
-            try:
-                if success:
-                    client.complete(job.job_id, data)
-                else:
-                    client.fail(job.job_id, data)
-            except WorkqError as exc:
-                if sent_at is not None and _already_reported(exc, job, success):
-                    self._reported(job, success, None, group, sent_at)
-                else:
-                    self._reported(job, success, exc, group, at)
-                return client
-            except _RETRYABLE as exc:
-                if sent_at is None and _may_have_arrived(exc):
-                    sent_at = at
-                if attempt == _REPORT_ATTEMPTS - 1:
-                    self._reported(job, success, exc, group, at)
-                    return client
-                with self._lock:
-                    self.stats.reconnects += 1
-                time.sleep(backoff.next_delay())
-                try:
-                    client.close()
-                    client = self._new_client()
-                except _RETRYABLE:
-                    continue
-                continue
-            self._reported(job, success, None, group, at)
-            return client
-        return client  # pragma: no cover - the loop always returns
+            self._running = False
+            self._runner = BlockingRunner(self._async_worker, lambda: self.stats)

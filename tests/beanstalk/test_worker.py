@@ -15,11 +15,12 @@ from pathlib import Path
 import anyio
 import pytest
 
+import jobwire
 from beanstalk_client import Client, Job, NotFound
 from beanstalk_client.worker import AsyncWorker, RetryPolicy, Worker
 from jobwire.events import EventSink
 from tests.test_events import read_jsonl
-from tests.waiting import wait_until
+from tests.waiting import await_until, wait_until
 
 from ..conftest import BeanstalkServer, start_server
 
@@ -170,6 +171,55 @@ async def test_failures_release_with_backoff_then_bury(server: BeanstalkServer, 
         assert (stats["state"], stats["reserves"], stats["releases"]) == ("buried", 3, 2)
         assert stats["pri"] == 77  # the job's own priority is kept
         assert (worker.stats.failed, worker.stats.released, worker.stats.buried) == (3, 2, 1)
+
+
+async def test_the_shared_retry_policy_retries_what_it_lists_and_buries_the_rest(
+    server: BeanstalkServer, tube: str
+) -> None:
+    """``jobwire.RetryPolicy`` on beanstalk: a failure in ``retry_on`` is released with the
+    policy's delay, any other is buried at its first reserve (giving up is a bury here)."""
+    with _producer(server, tube) as p:
+        transient, fatal = p.put(b"transient"), p.put(b"fatal")
+        policy = jobwire.RetryPolicy(retry_on=(TimeoutError,), base_delay=30)
+        async with AsyncWorker(server.url, tubes=[tube], concurrency=2, retry=policy) as worker:
+
+            async def handler(job: Job) -> None:
+                raise (TimeoutError if job.body == b"transient" else KeyError)("boom")
+
+            async def stop_once_settled() -> None:
+                await await_until(lambda: worker.stats.released + worker.stats.buried == 2,
+                                  what="both outcomes answered")
+                worker.stop()
+
+            with anyio.fail_after(20):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(stop_once_settled)
+                    await worker.run(handler, handle_signals=False)
+        assert (p.stats_job(transient)["state"], p.stats_job(transient)["delay"]) == (
+            "delayed", 30)
+        assert (p.stats_job(fatal)["state"], p.stats_job(fatal)["reserves"]) == ("buried", 1)
+        assert (worker.stats.failed, worker.stats.released, worker.stats.buried) == (2, 1, 1)
+
+
+def test_a_shared_policy_with_a_fractional_delay_is_refused_by_the_worker() -> None:
+    """The wire carries whole seconds: the worker refuses a ``jobwire.RetryPolicy`` whose
+    delays are not, where it is made (the error names the field), and keeps the policy's
+    other settings; ``bury_after`` and ``max_attempts`` are one setting."""
+    for field in ("base_delay", "max_delay"):
+        policy = jobwire.RetryPolicy(**{field: 0.5})  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match=f"retry.{field} must be a whole number"):
+            AsyncWorker("127.0.0.1", retry=policy)
+        with pytest.raises(ValueError, match=f"retry.{field} must be a whole number"):
+            Worker("127.0.0.1", retry=policy)
+    worker = AsyncWorker("127.0.0.1", retry=jobwire.RetryPolicy(
+        retry_on=(KeyError,), base_delay=2.0, max_attempts=4))
+    assert (worker.retry.retry_on, worker.retry.base_delay, worker.retry.max_attempts) == (
+        (KeyError,), 2, 4)
+    assert RetryPolicy(bury_after=3) == RetryPolicy(max_attempts=3)
+    assert RetryPolicy(bury_after=None).max_attempts is None
+    assert RetryPolicy().bury_after == 5
+    with pytest.raises(TypeError, match="same setting"):
+        RetryPolicy(bury_after=3, max_attempts=4)
 
 
 async def test_release_delay_grows(server: BeanstalkServer, tube: str) -> None:

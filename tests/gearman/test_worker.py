@@ -1,5 +1,6 @@
 """Gearman workers against the bundled server and the real gearmand: what ``stats`` counts, a
-handler's failure logged with its traceback, a job abandoned at the shutdown deadline. (The
+handler's failure logged with its traceback, a job abandoned at the shutdown deadline, slots
+shared by several servers, running again after a stop (and after giving up a thread). (The
 protocol-level worker tests are in test_clients.py, the signals in
 tests/workers/test_signals.py.)"""
 
@@ -10,6 +11,7 @@ import threading
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from gearman_client import AsyncClient, AsyncJob, Client, Job, JobFailed, Worker
@@ -170,3 +172,104 @@ async def test_a_job_abandoned_at_the_shutdown_deadline_is_released_to_the_serve
     assert (worker.stats.abandoned, worker.stats.completed, worker.stats.in_flight) == (1, 0, 0)
     assert [(r["event"], r["job"]) for r in read_jsonl(tmp_path)] == [
         ("reserved", handle.decode()), ("released", handle.decode())]
+
+
+@pytest.mark.anyio
+async def test_two_servers_share_the_slots(function: str) -> None:
+    """One slot for two live servers: each server's jobs are grabbed in turn as the slot comes
+    free, never two at once, and neither server is left waiting."""
+    servers = [start_gearman("bundled"), start_gearman("bundled")]
+    running = peak = 0
+
+    async def handler(job: AsyncJob) -> bytes:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        for _ in range(3):
+            await anyio.lowlevel.checkpoint()
+        running -= 1
+        return job.data
+
+    worker = AsyncWorker([s.url for s in servers], concurrency=1)
+    worker.register(function, handler)
+    results: list[bytes] = []
+
+    async def submit(url: str, data: bytes) -> None:
+        async with AsyncClient(url) as client:
+            results.append(await client.submit(function, data))
+
+    try:
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(lambda: worker.run(handle_signals=False))
+                async with anyio.create_task_group() as jobs:
+                    for i in range(4):
+                        jobs.start_soon(submit, servers[0].url, b"one-%d" % i)
+                        jobs.start_soon(submit, servers[1].url, b"two-%d" % i)
+                worker.stop()
+    finally:
+        for server in servers:
+            server.stop()
+    assert sorted(results) == sorted([b"one-%d" % i for i in range(4)]
+                                     + [b"two-%d" % i for i in range(4)])
+    assert peak == 1
+    assert (worker.stats.grabbed, worker.stats.completed, worker.stats.in_flight) == (8, 8, 0)
+
+
+def test_a_stopped_worker_runs_again(gearman_server: GearmanServer, function: str) -> None:
+    """``stop`` ends one run (or, before it, the next one); the worker can run after."""
+    worker = Worker(gearman_server.url)
+    worker.register(function, lambda job: job.data.upper())
+    worker.stop()
+    worker.run(handle_signals=False)  # returns at once: stopped before it began
+    with Client(gearman_server.url, timeout=10) as client:
+        for data in (b"a", b"b"):
+            runner = threading.Thread(target=worker.run, kwargs={"handle_signals": False},
+                                      daemon=True)
+            runner.start()
+            try:
+                assert client.submit(function, data) == data.upper()
+            finally:
+                worker.stop()
+                runner.join(10)
+            assert not runner.is_alive()
+    assert (worker.stats.grabbed, worker.stats.completed) == (2, 2)
+
+
+def test_a_thread_given_up_holds_no_slot_in_the_next_run(
+    gearman_server: GearmanServer, function: str
+) -> None:
+    """A handler thread still running at the shutdown deadline is given up; it runs on, but
+    the worker's next run has all its slots."""
+    entered, gate = threading.Event(), threading.Event()
+    calls = 0
+
+    def handler(job: Job) -> bytes:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            entered.set()
+            gate.wait(30)
+        return job.data.upper()
+
+    worker = Worker(gearman_server.url, shutdown_timeout=0.1)
+    worker.register(function, handler)
+    with Client(gearman_server.url, timeout=10) as client:
+        client.submit_background(function, b"first")
+        runner = threading.Thread(target=worker.run, kwargs={"handle_signals": False},
+                                  daemon=True)
+        runner.start()
+        try:
+            assert entered.wait(10)
+            worker.stop()
+            runner.join(10)
+            assert worker.stats.abandoned == 1
+            runner = threading.Thread(target=worker.run, kwargs={"handle_signals": False},
+                                      daemon=True)
+            runner.start()
+            assert client.submit(function, b"second") == b"SECOND"  # the first still waits
+        finally:
+            gate.set()
+            worker.stop()
+            runner.join(10)
+    assert not runner.is_alive()
