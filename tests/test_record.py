@@ -370,3 +370,25 @@ def test_mypy_reads_records_as_frozen_dataclasses(tmp_path: Path) -> None:
     assert 'Revealed type is "int"' in proc.stdout, proc.stdout
     assert "tuple[Literal['x'], Literal['tags']]" in proc.stdout, proc.stdout
     assert 'Property "x" defined in "P" is read-only' in proc.stdout, proc.stdout
+
+
+def test_a_records_init_is_compiled_when_first_used() -> None:
+    """A process compiles the ``__init__`` of the records it builds only (a server defines
+    dozens it may never build): until then the class holds a stand-in, which any look at
+    ``__init__`` replaces, so signatures and instances are the same either way."""
+
+    @record
+    class Late:
+        a: int
+        b: str = "x"
+
+    assert not inspect.isfunction(vars(Late)["__init__"])
+    assert Late(1) == Late(1, "x")
+    assert inspect.isfunction(vars(Late)["__init__"])
+
+    @record
+    class Looked:
+        a: int
+
+    assert list(inspect.signature(Looked).parameters) == ["a"]
+    assert inspect.isfunction(vars(Looked)["__init__"])
