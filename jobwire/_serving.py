@@ -1037,14 +1037,19 @@ class InOrderSession:
                 return AGAIN
 
 
-@contextlib.contextmanager
-def running(loop: Loop, name: str) -> Iterator[None]:
-    """Run ``loop`` in a thread of its own while the block runs; then stop it (every
-    connection closed) and join the thread."""
+def _start(loop: Loop, name: str) -> Any:
     import threading
 
     thread = threading.Thread(target=loop.run, name=name, daemon=True)
     thread.start()
+    return thread
+
+
+@contextlib.contextmanager
+def running(loop: Loop, name: str) -> Iterator[None]:
+    """Run ``loop`` in a thread of its own while the block runs; then stop it (every
+    connection closed) and join the thread."""
+    thread = _start(loop, name)
     try:
         yield
     finally:
@@ -1055,16 +1060,35 @@ def running(loop: Loop, name: str) -> Iterator[None]:
 @contextlib.asynccontextmanager
 async def running_async(loop: Loop, name: str) -> AsyncIterator[None]:
     """:func:`running` for async code (asyncio or trio): the join waits in a worker thread."""
-    import threading
-
     import anyio
     import anyio.to_thread
 
-    thread = threading.Thread(target=loop.run, name=name, daemon=True)
-    thread.start()
+    thread = _start(loop, name)
     try:
         yield
     finally:
         loop.stop()
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(thread.join)
+
+
+def serve_process(loop: Loop, early: list[int], stops: Callable[[int], bool]) -> None:
+    """Run ``loop`` in a server process's main thread until a signal stops it.
+
+    ``early`` is where the process's signal handlers keep the signals they receive (also
+    before the loop ran); the loop wakes on each (``signal.set_wakeup_fd``) and asks
+    ``stops(signum)`` what it means: True stops the loop (every connection closed), False
+    goes on (a server's SIGUSR1).
+    """
+    import signal
+
+    def on_step() -> None:
+        while early:
+            if stops(early.pop(0)):
+                loop.stop()
+
+    signal.set_wakeup_fd(loop.wake_fd, warn_on_full_buffer=False)
+    try:
+        loop.run(on_step)
+    finally:
+        signal.set_wakeup_fd(-1)

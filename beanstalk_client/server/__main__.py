@@ -105,27 +105,23 @@ def _serve(
 ) -> None:
     """Serve in this thread until SIGTERM or SIGINT (the loop, the state and the core: nothing
     else is imported before the first command is answered)."""
+    from jobwire._serving import serve_process
+
     from ._serve import log, make_loop
 
     try:
         loop, state = make_loop(sockets, max_job_size=max_job_size, limits=limits,
                                 ssl_context=ssl_context, max_memory=max_memory)
 
-        def on_step() -> None:
-            while early:  # what the handlers kept, also before the loop ran
-                signum = early.pop(0)
-                if signum == getattr(signal, "SIGUSR1", None):
-                    state.draining = True
-                    log.info("SIGUSR1: entering drain mode")
-                else:
-                    log.info("%s: shutting down", signal.Signals(signum).name)
-                    loop.stop()
+        def stops(signum: int) -> bool:
+            if signum == getattr(signal, "SIGUSR1", None):
+                state.draining = True
+                log.info("SIGUSR1: entering drain mode")
+                return False
+            log.info("%s: shutting down", signal.Signals(signum).name)
+            return True
 
-        signal.set_wakeup_fd(loop.wake_fd, warn_on_full_buffer=False)
-        try:
-            loop.run(on_step)
-        finally:
-            signal.set_wakeup_fd(-1)
+        serve_process(loop, early, stops)
     finally:
         if unix_path is not None:
             close_unix(sockets[0], unix_path)

@@ -103,6 +103,8 @@ def _serve(
 ) -> None:
     """Serve in this thread until SIGTERM, SIGINT or an allowed ``shutdown`` (the loop, the
     state and the core: nothing else is imported before the first request is answered)."""
+    from jobwire._serving import serve_process
+
     from .._packets import DEFAULT_MAX_BODY_SIZE
     from ._serve import Server, log
 
@@ -120,15 +122,11 @@ def _serve(
         log.info("listening on %s", server.url)
         loop = server._loop
 
-        def on_step() -> None:
-            if early:  # what the handlers kept, also before the loop ran
-                loop.stop()
+        def stops(signum: int) -> bool:
+            log.info("%s: shutting down", signal.Signals(signum).name)
+            return True
 
-        signal.set_wakeup_fd(loop.wake_fd, warn_on_full_buffer=False)
-        try:
-            loop.run(on_step)
-        finally:
-            signal.set_wakeup_fd(-1)
+        serve_process(loop, early, stops)
     finally:
         for sock in sockets:
             sock.close()

@@ -86,22 +86,19 @@ def _serve(
 ) -> None:
     """Serve in this thread until SIGTERM or SIGINT (the loop, the state and the core: nothing
     else is imported before the first command is answered)."""
+    from jobwire._serving import serve_process
+
     from ._serve import log, make_loop
 
     try:
         loop, _ = make_loop(sockets, limits=limits, ssl_context=ssl_context,
                             max_memory=max_memory)
 
-        def on_step() -> None:
-            if early:  # what the handlers kept, also before the loop ran
-                log.info("%s: shutting down", signal.Signals(early[0]).name)
-                loop.stop()
+        def stops(signum: int) -> bool:
+            log.info("%s: shutting down", signal.Signals(signum).name)
+            return True
 
-        signal.set_wakeup_fd(loop.wake_fd, warn_on_full_buffer=False)
-        try:
-            loop.run(on_step)
-        finally:
-            signal.set_wakeup_fd(-1)
+        serve_process(loop, early, stops)
     finally:
         for sock in sockets:
             sock.close()
