@@ -884,14 +884,10 @@ class PacketDecoder:
             RemoteProtocolError: bad magic, unknown type, oversized or malformed body.
         """
         buf = self._buf
-        header = buf.peek(HEADER_SIZE)
+        header = self._header()
         if header is None:
-            self._check_start()
             return None
-        magic, ptype, size = _HEADER.unpack(header)
-        cls = PACKETS.get(ptype)
-        if cls is None or magic != self.magic or size > self.max_body_size:
-            cls = self._check_header(magic, ptype, size)
+        cls, size = header
         if size <= _SMALL_BODY:  # header and body in one take, then the body copied out
             packet = buf.extract_exactly(HEADER_SIZE + size)
             if packet is None:
@@ -901,14 +897,13 @@ class PacketDecoder:
             return None
         return _decode(cls, self.take_body(size))
 
-    def peek_packet(self) -> Packet | None:
-        """:meth:`next_packet` without consuming the packet: the next call returns it again.
+    def _header(self) -> tuple[type[Packet], int] | None:
+        """The next packet's class and body size, once its header is in (nothing consumed).
 
         Raises:
-            RemoteProtocolError: as :meth:`next_packet` (nothing is consumed).
+            RemoteProtocolError: bad magic, unknown type or oversized body.
         """
-        buf = self._buf
-        header = buf.peek(HEADER_SIZE)
+        header = self._buf.peek(HEADER_SIZE)
         if header is None:
             self._check_start()
             return None
@@ -916,7 +911,19 @@ class PacketDecoder:
         cls = PACKETS.get(ptype)
         if cls is None or magic != self.magic or size > self.max_body_size:
             cls = self._check_header(magic, ptype, size)
-        whole = buf.peek(HEADER_SIZE + size)
+        return cls, size
+
+    def peek_packet(self) -> Packet | None:
+        """:meth:`next_packet` without consuming the packet: the next call returns it again.
+
+        Raises:
+            RemoteProtocolError: as :meth:`next_packet` (nothing is consumed).
+        """
+        header = self._header()
+        if header is None:
+            return None
+        cls, size = header
+        whole = self._buf.peek(HEADER_SIZE + size)
         return None if whole is None else _decode(cls, whole[HEADER_SIZE:])
 
     def _check_start(self) -> None:
