@@ -65,6 +65,7 @@ from types import TracebackType
 from typing import TypeVar
 
 import anyio
+from typing_extensions import Self
 
 from jobwire._backoff import Backoff
 from jobwire._signals import wants_signals
@@ -277,8 +278,7 @@ class _Base:
                         "tls" if self.ssl_context is not None else "")
 
     def _leased(self, job: LeasedJob, at: float) -> None:
-        self.stats.leased += 1
-        self.stats.in_flight += 1
+        self.stats.leased += 1  # in_flight: the engine's count (offered until done)
         if self.events is not None:
             self.events.emit("reserved", at, "workq", job.name, job.job_id, self.worker_id)
 
@@ -292,7 +292,6 @@ class _Base:
         a ``fail`` would end the job for good), so the server requeues it when its TTR runs
         out."""
         self.stats.abandoned += 1
-        self.stats.in_flight -= 1
         logger.warning("job %s (%s): %s at the shutdown deadline; left to its TTR (%gs), after "
                        "which the server requeues it", job.job_id, job.name,
                        "handler still running" if started else "leased", job.ttr)
@@ -303,7 +302,6 @@ class _Base:
                   group: str | None, at: float) -> None:
         """Account for a finished report sent at ``at`` (``error``: why the server refused it
         or it could not be sent; ``group``: the failure's)."""
-        self.stats.in_flight -= 1
         if self.events is not None:
             if error is None:
                 self.events.emit("completed" if success else "failed", at, "workq", job.name,
@@ -406,7 +404,7 @@ class AsyncWorker(_Base):
         return AsyncClient(self.address, timeout=self.timeout, ssl=self.ssl_context,
                            server_hostname=self.server_hostname)
 
-    async def __aenter__(self) -> AsyncWorker:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,

@@ -14,6 +14,7 @@ import pytest
 from gearman_client import AsyncJob, AsyncWorker, Worker
 
 from ..tlsrelay import Certs, make_certs, untrusted_context
+from ..waiting import await_until
 from .conftest import GearmanServer, start_gearman
 
 
@@ -47,8 +48,8 @@ async def test_untrusted_certificate_is_a_warning_and_retried(
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
             tg.start_soon(worker.run)
-            while len(refusals()) < 2:  # refused, and refused again after the back-off
-                await anyio.sleep(0.05)
+            # refused, and refused again after the back-off
+            await await_until(lambda: len(refusals()) >= 2, what="two refusals")
             worker.stop()
     assert all("certificate" in r.getMessage() for r in refusals()), refusals()
 
