@@ -9,7 +9,7 @@ and replies: pipelines, scripts and their NOSCRIPT recovery.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from jobwire._pending import Pending
@@ -22,6 +22,9 @@ __all__ = ["DEFAULT_WINDOW", "AsyncRedisCommands"]
 
 #: Commands in flight at once in a pipeline.
 DEFAULT_WINDOW = 1024
+#: A command's follow-up: its Pending's ``then``, run when its reply (or error) is dispatched,
+#: in the order replies come, in whichever task reads them, before its caller wakes.
+Then = Callable[[Pending[Any]], None]
 
 
 def _script_bytes(source: str | bytes) -> bytes:
@@ -47,12 +50,19 @@ class AsyncRedisCommands:
     #: Script sources by SHA1, for reloading on ``NOSCRIPT`` (kept across reconnects).
     _scripts: dict[str, bytes]
 
-    async def _call(self, args: Sequence[Arg], wait: float | None = 0.0) -> Any:
+    async def _call(
+        self, args: Sequence[Arg], wait: float | None = 0.0, then: Then | None = None
+    ) -> Any:
         """Send one command and return its reply (or raise its ``RedisError``); ``wait`` is how
-        long the server may legitimately hold the reply back (``None``: without limit)."""
+        long the server may legitimately hold the reply back (``None``: without limit);
+        ``then`` becomes the command's ``Pending.then`` (see :data:`Then`)."""
         raise NotImplementedError
 
-    async def _call_many(self, commands: Iterable[bytes], window: int) -> list[Pending[Any]]:
+    async def _call_many(
+        self, commands: Iterable[bytes], window: int, thens: Iterable[Then] | None = None
+    ) -> list[Pending[Any]]:
+        """Pipeline ``commands``; with ``thens``, the ``i``-th is the ``i``-th command's
+        ``Pending.then``."""
         raise NotImplementedError
 
     async def execute(self, *args: Arg, wait: float | None = 0.0) -> Any:
@@ -91,10 +101,18 @@ class AsyncRedisCommands:
             LocalProtocolError: a command cannot be sent, or ``window`` < 1: nothing is sent.
             ConnectionLost, ConnectFailed: the connection failed before anything was sent.
         """
+        return await self._pipeline(commands, window)
+
+    async def _pipeline(
+        self, commands: Iterable[Sequence[Arg]], window: int,
+        thens: Sequence[Then] | None = None,
+    ) -> list[Any]:
+        """:meth:`pipeline`; with ``thens``, one per command, each set as that command's
+        ``Pending.then`` (:data:`Then`)."""
         encoded = [encode_command(command) for command in commands]
         if not encoded:
             return []
-        pendings = await self._call_many(encoded, window)
+        pendings = await self._call_many(encoded, window, thens)
         results = [p.reply if p.error is None else p.error for p in pendings]
         BulkError.check(results)
         return results
@@ -137,12 +155,19 @@ class AsyncRedisCommands:
             OperationTimeout, ConnectionLost, ConnectFailed, RemoteProtocolError: as for
                 :meth:`execute`.
         """
+        return await self._evalsha(sha, keys, args)
+
+    async def _evalsha(
+        self, sha: str, keys: Sequence[Arg], args: Sequence[Arg], then: Then | None = None
+    ) -> Any:
+        """:meth:`evalsha`, with ``then`` set as each attempt's ``Pending.then``
+        (:data:`Then`): a ``NOSCRIPT`` attempt's too, which ``then`` sees fail."""
         command = _evalsha_args(sha, keys, args)
         try:
-            return await self._call(command)
+            return await self._call(command, 0.0, then)
         except RedisError as exc:
             source = self._scripts.get(sha.lower())
             if exc.code != "NOSCRIPT" or source is None:
                 raise
         await self.load_script(source)
-        return await self._call(command)
+        return await self._call(command, 0.0, then)

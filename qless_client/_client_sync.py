@@ -27,9 +27,11 @@ from datetime import date, datetime, timedelta, timezone
 from types import TracebackType
 from typing import Any, Generic, TypeVar, overload
 
+from typing_extensions import Self
 from typing_extensions import TypeVar as DefaultTypeVar
 
 from jobwire._numbers import parse_decimal
+from jobwire._pending import Pending
 from jobwire._url import AddressLike, describe
 from jobwire.errors import LocalProtocolError
 from jobwire.serializers import (
@@ -73,6 +75,38 @@ Observer = Callable[[sc.ScriptCall[Any], Any], None]
 #: Jobs in flight at once in :meth:`Queue.put_many`.
 DEFAULT_WINDOW = 512
 _KEEP: Any = object()  # "send the job's current data"
+
+
+class _Observed(Generic[T]):
+    """A script call's reply follow-up (its ``Pending.then``) when the client has an observer:
+    when the reply is dispatched (in the order replies come, in whichever task reads), decode
+    it and show it to the observer; what either raises is kept for the caller, who raises it
+    once awake (:meth:`outcome`). An error reply, or a reply whose caller left (cancelled,
+    timed out), is not shown."""
+
+    __slots__ = ("call", "error", "observer", "result")
+
+    def __init__(self, call: sc.ScriptCall[T], observer: Observer) -> None:
+        self.call = call
+        self.observer = observer
+        self.result: T | None = None
+        self.error: BaseException | None = None
+
+    def __call__(self, pending: Pending[Any]) -> None:
+        if pending.error is not None or pending.abandoned:
+            return
+        try:
+            self.result = result = self.call.decode(pending.reply)
+            self.observer(self.call, result)
+        except BaseException as exc:  # not the reading task's to raise: the caller's
+            self.error = exc
+
+    def outcome(self) -> T:
+        """The decoded result (the reply came), or raise what decoding or the observer
+        raised."""
+        if self.error is not None:
+            raise self.error
+        return self.result  # type: ignore[return-value]  # set: the reply came
 
 
 def new_jid() -> str:
@@ -1030,12 +1064,18 @@ class Client(Generic[D]):
             ``DeserializationError`` when ``job.data`` is read.
         observer: called with every script call this client sends (a
             :class:`qless_client.script.ScriptCall`: its ``command``, ``args`` and ``now``)
-            and the call's decoded result, once the reply came and before the caller gets it,
-            in the caller's task; for a pipelined batch (``put_many``...), once for each call
-            that succeeded. A call that raised (refused by the script, its connection lost)
-            is not seen. What the observer raises reaches the caller (the call was run). The
-            attribute :attr:`observer` may be set or cleared later. The workers record their
-            events this way.
+            and the call's decoded result, when its reply is read: in the order the replies
+            come, which is the order the calls were sent on the connection, in whichever task
+            reads (in the event loop, for :meth:`blocking`'s calls), before the caller gets
+            the result; for a pipelined batch (``put_many``...), once for each call that
+            succeeded. It must not block: the connection's other replies wait for it. A call
+            that raised (refused by the script, its connection lost), or whose caller had left
+            before its reply came (cancelled, out of time), is not seen. What the observer
+            raises (or a reply that cannot be decoded) is raised by that call, in its
+            caller's task (the call was run; for a batch, the first such error, once every
+            call was seen). The attribute :attr:`observer` may be set or cleared later (a
+            call sees the observer set when it is sent). The workers record their events
+            this way.
         redis_options: further keyword arguments for :class:`Redis` (``db``, ``password``,
             ``timeout``, ``ssl``...).
 
@@ -1090,7 +1130,7 @@ class Client(Generic[D]):
         """How this client's job data becomes JSON text and back (``serializer=``)."""
         return self._serializer
 
-    def __enter__(self) -> Client[D]:
+    def __enter__(self) -> Self:
         if self._relay is None:
             self.redis.connect()
         return self
@@ -1118,10 +1158,13 @@ class Client(Generic[D]):
         if relay is not None:
             return relay[0](call)  # type: ignore[no-any-return]
         self._load()
-        result = call.decode(self.redis.evalsha(sc.SHA, (), call.args))
-        if self.observer is not None:
-            self.observer(call, result)
-        return result
+        observer = self.observer
+        if observer is None:
+            return call.decode(self.redis._evalsha(sc.SHA, (), call.args))
+        # Decoded and observed as the reply is read (wire order), raised here.
+        seen = _Observed(call, observer)
+        self.redis._evalsha(sc.SHA, (), call.args, seen)
+        return seen.outcome()
 
     def _run_many(self, calls: Sequence[sc.ScriptCall[T]], window: int) -> list[T]:
         relay = self._relay
@@ -1130,21 +1173,30 @@ class Client(Generic[D]):
         self._load()
         commands: list[list[Arg]] = [list(c.command_line()) for c in calls]
         observer = self.observer
+        if observer is not None:
+            return self._run_many_observed(calls, commands, window, observer)
         try:
-            replies = self.redis.pipeline(commands, window=window)
+            replies = self.redis._pipeline(commands, window)
         except BulkError as exc:
             outcomes = [r if isinstance(r, BaseException) else c.decode(r)
                         for c, r in zip(calls, exc.results, strict=True)]
-            if observer is not None:
-                for call, outcome in zip(calls, outcomes, strict=True):
-                    if not isinstance(outcome, BaseException):
-                        observer(call, outcome)
             raise BulkError(outcomes) from exc.error
-        results = [c.decode(r) for c, r in zip(calls, replies, strict=True)]
-        if observer is not None:
-            for call, result in zip(calls, results, strict=True):
-                observer(call, result)
-        return results
+        return [c.decode(r) for c, r in zip(calls, replies, strict=True)]
+
+    def _run_many_observed(
+        self, calls: Sequence[sc.ScriptCall[T]], commands: list[list[Arg]], window: int,
+        observer: Observer,
+    ) -> list[T]:
+        """:meth:`_run_many` with an observer: each reply decoded and observed as it is read;
+        the first error that raised is raised here once all are in."""
+        seen = [_Observed(call, observer) for call in calls]
+        try:
+            self.redis._pipeline(commands, window, seen)
+        except BulkError as exc:
+            outcomes = [r if isinstance(r, BaseException) else s.outcome()
+                        for s, r in zip(seen, exc.results, strict=True)]
+            raise BulkError(outcomes) from exc.error
+        return [s.outcome() for s in seen]
 
     # -- qless-py's entry points ----------------------------------------------------------------
 

@@ -33,6 +33,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote
 
 import anyio
+from typing_extensions import Self
 
 from jobwire._pending import Pending
 from jobwire._record import record
@@ -54,7 +55,7 @@ from jobwire.errors import (
     LocalProtocolError,
 )
 
-from ._api_async import AsyncRedisCommands
+from ._api_async import AsyncRedisCommands, Then
 from ._api_sync import RedisCommands
 from ._resp import (
     DEFAULT_MAX_ARRAY,
@@ -305,6 +306,19 @@ class RedisSession(FifoSession[Pending[Any]]):
         # Attribute: metadata about the next reply, which nothing here uses.
 
 
+def _submit_then(session: RedisSession) -> Callable[[tuple[bytes, Then]], Pending[Any]]:
+    """A pipeline's ``submit`` for ``(encoded command, then)`` items: each command's Pending
+    gets its ``then``."""
+    submit = session.submit_encoded
+
+    def submit_then(item: tuple[bytes, Then]) -> Pending[Any]:
+        pending = submit(item[0])
+        pending.then = item[1]
+        return pending
+
+    return submit_then
+
+
 def _blocks(args: Sequence[Arg]) -> bool:
     head = args[0] if args else b""
     if isinstance(head, str):
@@ -535,7 +549,7 @@ class AsyncRedis(_Base, AsyncRedisCommands):
         self._closed = True
         await self._transport.aclose()
 
-    async def __aenter__(self) -> AsyncRedis:
+    async def __aenter__(self) -> Self:
         await self.connect()
         return self
 
@@ -549,10 +563,14 @@ class AsyncRedis(_Base, AsyncRedisCommands):
 
     # -- the transport: move bytes, nothing else -----------------------------------------------
 
-    async def _call(self, args: Sequence[Arg], wait: float | None = 0.0) -> Any:
+    async def _call(
+        self, args: Sequence[Arg], wait: float | None = 0.0, then: Then | None = None
+    ) -> Any:
         await self.connect()
         transport = self._transport
         pending = self._session.submit(args)
+        if then is not None:
+            pending.then = then
         try:
             await transport.flush()
             return await transport.wait(pending, self._limit(wait))
@@ -564,10 +582,17 @@ class AsyncRedis(_Base, AsyncRedisCommands):
                     await transport.aclose()
             raise
 
-    async def _call_many(self, commands: Iterable[bytes], window: int) -> list[Pending[Any]]:
+    async def _call_many(
+        self, commands: Iterable[bytes], window: int, thens: Iterable[Then] | None = None
+    ) -> list[Pending[Any]]:
         await self.connect()
+        if thens is None:
+            return await self._transport.pipeline(
+                self._session.submit_encoded, commands, window, self._limit(0.0)
+            )
         return await self._transport.pipeline(
-            self._session.submit_encoded, commands, window, self._limit(0.0)
+            _submit_then(self._session), zip(commands, thens, strict=True), window,
+            self._limit(0.0),
         )
 
 
@@ -661,7 +686,7 @@ class Redis(_Base, RedisCommands):
         self._closed = True
         self._transport.close()
 
-    def __enter__(self) -> Redis:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
@@ -682,13 +707,25 @@ class Redis(_Base, RedisCommands):
             self._open()
         return self._transport
 
-    def _call(self, args: Sequence[Arg], wait: float | None = 0.0) -> Any:
+    def _call(
+        self, args: Sequence[Arg], wait: float | None = 0.0, then: Then | None = None
+    ) -> Any:
         transport = self._ready()
         pending = self._session.submit(args)
+        if then is not None:
+            pending.then = then
         transport.flush()
         return transport.wait(pending, self._limit(wait))
 
-    def _call_many(self, commands: Iterable[bytes], window: int) -> list[Pending[Any]]:
-        return self._ready().pipeline(
-            self._session.submit_encoded, commands, window, self._limit(0.0)
+    def _call_many(
+        self, commands: Iterable[bytes], window: int, thens: Iterable[Then] | None = None
+    ) -> list[Pending[Any]]:
+        transport = self._ready()
+        if thens is None:
+            return transport.pipeline(
+                self._session.submit_encoded, commands, window, self._limit(0.0)
+            )
+        return transport.pipeline(
+            _submit_then(self._session), zip(commands, thens, strict=True), window,
+            self._limit(0.0),
         )

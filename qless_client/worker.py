@@ -86,9 +86,12 @@ counts began: as qless-core does, the job's last put, pop or completion before t
 retried or timed-out job's wait runs from its previous pop), read from its history, so in whole
 seconds (the script itself uses the exact time, which a job's description leaves out). Every
 call on the worker's client is seen, through the client's public hook (its ``observer``): the
-ones a handler makes on its job (``job.complete()``...) and the hand-backs included. A client
-given to the worker is not changed: the worker observes a client of its own over the given
-one's connection, which calls the given client's observer too.
+ones a handler makes on its job (``job.complete()``...) and the hand-backs included. The
+observer runs as each reply is read, so it sees the calls in the order the server ran them
+(a ``pop`` that hands out a job just retried comes after the ``retry``, whichever task wakes
+first); the worker also finds through it that a job popped again while still held was lost.
+A client given to the worker is not changed: the worker observes a client of its own over the
+given one's connection, which calls the given client's observer too.
 """
 
 from __future__ import annotations
@@ -103,7 +106,7 @@ from types import TracebackType
 from typing import Any, Literal, TypedDict, TypeVar
 
 import anyio
-from typing_extensions import Unpack
+from typing_extensions import Self, Unpack
 
 from jobwire._backoff import Backoff
 from jobwire._retry import RetryPolicy
@@ -210,10 +213,12 @@ class _Held:
     """One pop of a job the worker holds: handled, not yet settled (the engine holds it until
     then)."""
 
-    __slots__ = ("beating", "due", "expires", "finished", "job", "scope")
+    __slots__ = ("beating", "due", "expires", "finished", "job", "raw", "scope")
 
-    def __init__(self, job: AsyncJob | Job, expires: float, due: float) -> None:
+    def __init__(self, job: AsyncJob | Job, raw: sc.JobData, expires: float, due: float) -> None:
         self.job = job
+        #: The job as the pop returned it: which pop this is (:class:`_Events` knows it so).
+        self.raw = raw
         #: When the lock runs out, on the client's clock (UTC seconds).
         self.expires = expires
         #: When to heartbeat next (anyio.current_time()).
@@ -342,7 +347,7 @@ class AsyncWorker:
     def __repr__(self) -> str:
         return _describe(self, self)
 
-    async def __aenter__(self) -> AsyncWorker:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(
@@ -401,14 +406,12 @@ class AsyncWorker:
                     await client.aclose()
             log.info("worker %s: stopped (%s)", self.worker_name, self.stats)
 
-    def _client(self) -> tuple[AsyncClient, _Events | None]:
-        """The client of one run: the one given, or a new one to the address; with an event
-        sink, one whose observer records the events (over the given client's connection,
-        after the given client's own observer), and that observer."""
+    def _client(self) -> tuple[AsyncClient, _Events]:
+        """The client of one run, whose observer follows the jobs this worker holds (and
+        records the events, with a sink): a new one to the address, or one over the given
+        client's connection (after the given client's own observer); and that observer."""
         given = self._given
-        if self.events is None:
-            return given or AsyncClient(*self._address, **self._options), None
-        events = _Events(self.events, self.worker_name)
+        events = _Events(self.events, self.worker_name, self._source.repopped)
         if given is None:
             return AsyncClient(*self._address, observer=events, **self._options), events
         observer: Observer = events if given.observer is None else _both(given.observer, events)
@@ -418,8 +421,10 @@ class AsyncWorker:
 
 def _both(first: Observer, then: Observer) -> Observer:
     def observe(call: sc.ScriptCall[Any], result: Any) -> None:
-        first(call, result)
-        then(call, result)
+        try:
+            first(call, result)
+        finally:  # the worker's own bookkeeping, whatever the given observer raised
+            then(call, result)
 
     return observe
 
@@ -433,7 +438,8 @@ class _Popping(Source[_Held]):
         self.w = worker
         self.engine: Engine[_Held]
         self.client: AsyncClient | None = None
-        #: Records the events, when the worker has a sink (the run's client's observer).
+        #: The run's client's observer: follows the jobs held (and records the events, with a
+        #: sink).
         self.events: _Events | None = None
         #: Makes the job object a handler gets.
         self.make_job: Callable[[sc.JobData], AsyncJob | Job] = self._async_job
@@ -546,11 +552,10 @@ class _Popping(Source[_Held]):
 
     def _take(self, client: AsyncClient, raw: sc.JobData) -> None:
         job = self.make_job(raw)
-        old = self.held.get(job.jid)
-        if old is not None:  # our own job, popped again after its lock ran out
-            self._lose(old, "popped again after its lock ran out", None)  # event: _Events
         left = max(0.0, raw["expires"] - client.clock())
-        held = _Held(job, raw["expires"], anyio.current_time() + left / 2)
+        held = _Held(job, raw, raw["expires"], anyio.current_time() + left / 2)
+        # An earlier pop of the job still here was settled before this pop, or was lost when
+        # its reply came (see repopped); this one is the one heartbeats renew now.
         self.held[job.jid] = held
         self.w.stats.popped += 1
         self.engine.offer(held)
@@ -609,8 +614,15 @@ class _Popping(Source[_Held]):
         jid = job.job.jid
         if self.held.get(jid) is job:
             del self.held[jid]
-            if self.events is not None:
-                self.events.forget(jid)
+        if self.events is not None:
+            self.events.forget(jid, job.raw)
+
+    def repopped(self, jid: str, raw: sc.JobData) -> None:
+        """A pop's reply handed out ``jid`` again while the pop that returned ``raw`` held it
+        (:class:`_Events` saw it, in the order the replies came): that pop's lock ran out."""
+        held = self.held.get(jid)
+        if held is not None and held.raw is raw:
+            self._lose(held, "popped again after its lock ran out", None)  # event: _Events
 
     # -- reports -------------------------------------------------------------------------------
 
@@ -790,7 +802,7 @@ class _Popping(Source[_Held]):
         job.lost = True
         self.w.stats.lost += 1
         if self.events is not None and now is not None:
-            self.events.lost(job.jid, now)
+            self.events.lost(job.jid, held.raw, now)
         if held.scope is not None and self.cancel_lost:
             held.scope.cancel()
             log.warning("job %s: lock lost (%s); handler cancelled", job.jid, why)
@@ -927,17 +939,23 @@ def _put_time(raw: sc.JobData) -> float | None:
 
 
 class _Events:
-    """The observer (:attr:`AsyncClient.observer`) of a worker's client when it has an event
-    sink: every script call on that client that pops, completes, fails or retries one of this
-    worker's jobs becomes an event, with that call's own ``now``. Handlers' jobs are bound to
-    the same client, so what a handler settles itself is seen too, and so are hand-backs
-    (``give_back``) and the pop guard's calls."""
+    """The observer (:attr:`AsyncClient.observer`) of a worker's client. It runs as each reply
+    is read, so it sees the calls in the order the server ran them, which the tasks that sent
+    them may not resume in: it follows which jobs this worker holds (popped, not settled), and
+    a job a pop hands out again while still held was lost by the earlier pop (its lock ran
+    out; ``repopped`` is told, with that pop's job). With an event sink, every script call on
+    that client that pops, completes, fails or retries one of this worker's jobs becomes an
+    event, with that call's own ``now``. Handlers' jobs are bound to the same client, so what
+    a handler settles itself is seen too, and so are hand-backs (``give_back``) and the pop
+    guard's calls."""
 
-    def __init__(self, sink: EventSink, worker_name: str) -> None:
+    def __init__(self, sink: EventSink | None, worker_name: str,
+                 repopped: Callable[[str, sc.JobData], None]) -> None:
         self.sink = sink
         self.worker_name = worker_name
-        #: The jobs popped and not settled yet: jid -> (queue, attempt).
-        self._popped: dict[str, tuple[str, int]] = {}
+        self.repopped = repopped
+        #: The jobs popped and not settled yet: jid -> (queue, attempt, the job as popped).
+        self._popped: dict[str, tuple[str, int, sc.JobData]] = {}
 
     def __call__(self, call: sc.ScriptCall[Any], result: Any) -> None:
         if call.command in _OBSERVED:
@@ -945,27 +963,29 @@ class _Events:
 
     def _emit(self, event: str, now: float, queue: str, jid: str, attempt: int,
               group: str | None = None, put_time: float | None = None) -> None:
-        self.sink.emit(event, now, "qless", queue, jid, self.worker_name, put_time, group,
-                       attempt)
+        if self.sink is not None:
+            self.sink.emit(event, now, "qless", queue, jid, self.worker_name, put_time, group,
+                           attempt)
 
     def _observe(self, call: sc.ScriptCall[Any], result: Any) -> None:
         now = _sent_now(call)
         if call.command == "pop":
             for raw in result:
                 jid = raw["jid"]
-                old = self._popped.get(jid)
+                old = self._popped.pop(jid, None)
                 if old is not None:  # ours, popped again after its lock ran out
                     self._emit("lost", now, old[0], jid, old[1])
+                    self.repopped(jid, old[2])
                 queue = raw["queue"] or call.args[2]
                 attempt = raw["retries"] - raw["remaining"] + 1
-                self._popped[jid] = (queue, attempt)
+                self._popped[jid] = (queue, attempt, raw)
                 self._emit("reserved", now, queue, jid, attempt, put_time=_put_time(raw))
             return
         jid = call.args[2]
         known = self._popped.pop(jid, None)
         if known is None:
             return  # not a job this worker popped
-        queue, attempt = known
+        queue, attempt, _ = known
         if call.command == "complete":
             self._emit("completed", now, queue, jid, attempt)
         elif call.command == "fail":
@@ -976,15 +996,19 @@ class _Events:
                 group = call.args[6] if len(call.args) > 6 else f"failed-retries-{queue}"
                 self._emit("failed", now, queue, jid, attempt, group=group)
 
-    def lost(self, jid: str, now: float) -> None:
-        """Record that this worker lost ``jid`` (its lock) at ``now``."""
-        known = self._popped.pop(jid, None)
-        if known is not None:
+    def lost(self, jid: str, raw: sc.JobData, now: float) -> None:
+        """Record that the pop of ``jid`` that returned ``raw`` lost its lock at ``now``."""
+        known = self._popped.get(jid)
+        if known is not None and known[2] is raw:
+            del self._popped[jid]
             self._emit("lost", now, known[0], jid, known[1])
 
-    def forget(self, jid: str) -> None:
-        """The worker is done with ``jid`` (settled, lost, or its report failed)."""
-        self._popped.pop(jid, None)
+    def forget(self, jid: str, raw: sc.JobData) -> None:
+        """The worker is done with the pop of ``jid`` that returned ``raw`` (settled, lost, or
+        its report failed); a later pop of the job is left alone."""
+        known = self._popped.get(jid)
+        if known is not None and known[2] is raw:
+            del self._popped[jid]
 
 
 #: The script commands whose calls become events.

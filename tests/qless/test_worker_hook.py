@@ -31,6 +31,10 @@ def url(redis_server: RedisServer) -> Iterator[str]:
     yield f"{redis_server.url}/{DB}"
 
 
+class Boom(Exception):
+    """An observer's own exception."""
+
+
 def _queue() -> str:
     return f"q-{uuid.uuid4().hex[:12]}"
 
@@ -73,6 +77,93 @@ async def test_the_observer_sees_each_call_with_its_result(url: str) -> None:
     assert pop_args[2:] == (q, "obs", "1") and [raw["jid"] for raw in popped] == [jid]
     assert state == "complete"
     assert [c[3] for c in seen.calls[3:]] == jids
+
+
+@pytest.mark.anyio
+async def test_the_observer_sees_calls_in_the_order_they_were_sent(url: str) -> None:
+    """Replies come in the order the calls went out; the observer sees them in that order,
+    whichever of the callers' tasks wakes first (trio wakes a batch of tasks in random
+    order): a worker's ``pop`` sent just after a ``retry`` of the same job is seen after it."""
+    q = _queue()
+    seen = Seen()
+    sent: list[str] = []
+    async with AsyncClient(url, worker_name="obs", observer=seen) as client:
+        queue = client.queue(q)
+        await queue.length()  # connected, the script loaded: nothing awaits before a send
+
+        async def put(i: int) -> None:
+            jid = f"{q}-{i:02d}"
+            sent.append(jid)  # the send order: nothing is awaited between here and the send
+            assert await queue.put("K", i, jid=jid) == jid
+
+        async with anyio.create_task_group() as tg:
+            for i in range(40):
+                tg.start_soon(put, i)
+    assert [c[3] for c in seen.calls[1:]] == sent
+
+
+@pytest.mark.anyio
+async def test_what_the_observer_raises_reaches_its_callers_task(url: str) -> None:
+    """The observer runs when the reply is read, maybe in another caller's task; what it
+    raises is raised by the call it was shown (which ran), and by no other."""
+    q = _queue()
+    seen = Seen()
+
+    def observer(call: script.ScriptCall[Any], result: Any) -> None:
+        seen(call, result)
+        if call.command == "put" and call.args[5] == "7":  # a put of the data 7
+            raise Boom(call.args[3])
+
+    raised: dict[str, BaseException] = {}
+    async with AsyncClient(url, worker_name="obs", observer=observer) as client:
+        queue = client.queue(q)
+
+        async def put(i: int) -> None:
+            jid = f"{q}-{i:02d}"
+            try:
+                await queue.put("K", i, jid=jid)
+            except Boom as exc:
+                raised[jid] = exc
+
+        async with anyio.create_task_group() as tg:
+            for i in range(16):
+                tg.start_soon(put, i)
+        assert list(raised) == [f"{q}-07"]
+        assert await queue.length() == 16  # the call ran
+        with pytest.raises(Boom):  # a pipelined batch: every call seen, then the error raised
+            await queue.put_many([("K", i) for i in range(3)] + [("K", 7)], window=2)
+        put_many = seen.calls[17:]
+        assert len(put_many) == 4 and await queue.length() == 20
+        with pytest.raises(Boom):
+            await queue.put("K", 7)  # raised again, the connection unharmed
+        assert await queue.length() == 21
+    assert seen.commands().count("put") == 16 + 4 + 1
+
+
+@pytest.mark.anyio
+async def test_the_observer_skips_a_call_whose_caller_left_and_a_noscript_attempt(
+    url: str
+) -> None:
+    """A caller cancelled before its reply came is not shown its call (the reply is dropped,
+    though the call ran); after ``SCRIPT FLUSH`` the refused first attempt is not seen, the
+    retried one once."""
+    q = _queue()
+    seen = Seen()
+    async with AsyncClient(url, worker_name="obs", observer=seen) as client:
+        queue = client.queue(q)
+        await queue.length()
+        seen.calls.clear()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.redis.execute, "DEBUG", "SLEEP", "0.2")  # holds the replies
+            await anyio.wait_all_tasks_blocked()
+            tg.start_soon(queue.put, "K", 1)
+            await anyio.wait_all_tasks_blocked()  # sent, waiting behind the sleep
+            tg.cancel_scope.cancel()
+        assert await queue.length() == 1  # the put ran; its reply came before this one
+        assert seen.commands() == ["length"]
+        await client.redis.execute("SCRIPT", "FLUSH")
+        jid = await queue.put("K", 2)
+    assert seen.commands() == ["length", "put"] and seen.calls[1][3] == jid
 
 
 def test_a_pipelined_batch_shows_the_calls_that_succeeded(url: str) -> None:
