@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         JobwireError,
         LocalProtocolError,
         OperationTimeout,
+        PoolTimeout,
         ProtocolError,
         RemoteProtocolError,
     )
@@ -104,13 +105,15 @@ if TYPE_CHECKING:
         TimedOut,
         UnknownCommand,
     )
+    from .pool import ClientPool
     from .worker import AsyncWorker, RetryPolicy, Worker, WorkerStats
 
 __getattr__, __dir__ = lazy_exports(__name__)
 
 __all__ = [
     # clients
-    "AsyncClient", "Client", "Job", "JobRef", "JobStats", "ServerStats", "TubeStats",
+    "AsyncClient", "Client", "ClientPool", "Job", "JobRef", "JobStats", "ServerStats",
+    "TubeStats",
     "DEFAULT_PRIORITY", "DEFAULT_TTR", "parse_tube_stats", "validate_tube",
     # workers
     "AsyncWorker", "RetryPolicy", "Worker", "WorkerStats",
@@ -118,7 +121,7 @@ __all__ = [
     "BadFormat", "BeanstalkError", "BulkError", "Buried", "ConnectFailed", "ConnectionLost",
     "DeadlineSoon", "Draining", "ExpectedCRLF", "InternalError", "JobTooBig", "JobwireError",
     "LocalProtocolError", "NotFound", "NotIgnored", "OperationTimeout", "OutOfMemory",
-    "ProtocolError", "RemoteProtocolError", "TimedOut", "UnknownCommand",
+    "PoolTimeout", "ProtocolError", "RemoteProtocolError", "TimedOut", "UnknownCommand",
     # Sans-IO core
     "Connection", "ConnectionState", "ServerConnection", "BadRequest", "NEED_DATA", "NeedData",
     "Command", "Bury", "Delete", "Ignore", "Kick", "KickJob", "ListTubeUsed", "ListTubes",

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         QueueFull,
         ServerError,
     )
+    from .pool import ClientPool
     from .worker import Job, Worker, WorkerStats
 
 __getattr__, __dir__ = lazy_exports(__name__)
@@ -58,6 +59,7 @@ __all__ = [
     "AsyncWorker",
     "BulkSubmitError",
     "Client",
+    "ClientPool",
     "Connection",
     "FunctionStatus",
     "GearmanError",

@@ -12,6 +12,7 @@ The tree::
     │   │   └── TLSError              the TLS handshake or the server's certificate was refused
     │   └── ConnectionLost            the peer went away, possibly mid-reply
     ├── OperationTimeout              (also a builtin TimeoutError) a caller's timeout ran out
+    │   └── PoolTimeout               no pooled client was free in time (nothing was sent)
     ├── BulkError                     a bulk call (put_many, add_many, ...) failed for some items
     └── NotSent                       an item of a bulk call that was never sent
 
@@ -35,6 +36,7 @@ __all__ = [
     "LocalProtocolError",
     "NotSent",
     "OperationTimeout",
+    "PoolTimeout",
     "ProtocolError",
     "RemoteProtocolError",
     "TLSError",
@@ -92,6 +94,11 @@ class ConnectionLost(JobwireConnectionError):
 
 class OperationTimeout(JobwireError, TimeoutError):
     """The caller's timeout ran out before the reply arrived. Also a builtin ``TimeoutError``."""
+
+
+class PoolTimeout(OperationTimeout):
+    """No client of a ``ClientPool`` came free within its ``checkout_timeout``: every one was
+    in use. Nothing was sent, so the call is safe to retry."""
 
 
 class NotSent(JobwireError):

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         WrongQueue,
         WrongState,
     )
+    from .pool import ClientPool
     from .worker import AsyncWorker, Next, RetryPolicy, Worker, WorkerStats
 
 __all__ = [
@@ -76,6 +77,7 @@ __all__ = [
     "AuthenticationError",
     "BulkError",
     "Client",
+    "ClientPool",
     "Connection",
     "ConnectionClosed",
     "ErrorReply",

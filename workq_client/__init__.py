@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         LocalProtocolError,
         NotSent,
         OperationTimeout,
+        PoolTimeout,
         ProtocolError,
         RemoteProtocolError,
     )
@@ -87,6 +88,7 @@ if TYPE_CHECKING:
         TimedOut,
         WorkqError,
     )
+    from .pool import ClientPool
     from .worker import AsyncWorker, JobContext, LateResult, Worker, WorkerStats
 
 __getattr__, __dir__ = lazy_exports(__name__)
@@ -107,6 +109,7 @@ __all__ = [
     "BadRequest",
     "BulkError",
     "Client",
+    "ClientPool",
     "ClientError",
     "Command",
     "Complete",
@@ -145,6 +148,7 @@ __all__ = [
     "NotSent",
     "Ok",
     "OperationTimeout",
+    "PoolTimeout",
     "ProtocolError",
     "QueueInfo",
     "Record",
