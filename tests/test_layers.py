@@ -4,7 +4,7 @@
   ``events``, ``serializers``) imports no protocol package and no integration.
 * The protocol packages (``beanstalk_client``, ``gearman_client``, ``workq_client``,
   ``qless_client``) import no integration.
-* The integrations (``jobwire.cli``, ``jobwire.spark``, ``jobwire.testing``, and
+* The integrations (``jobwire.cli``, ``jobwire.spark``, ``jobwire.testing``, ``jobwire.web``, and
   ``python -m jobwire``) use only the public API of the protocol packages: no module and no
   name whose name starts with ``_`` (``from qless_client import _scripts`` counts too).
 
@@ -22,7 +22,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PROTOCOLS = ("beanstalk_client", "gearman_client", "workq_client", "qless_client")
-INTEGRATIONS = ("jobwire.cli", "jobwire.spark", "jobwire.testing", "jobwire.__main__")
+INTEGRATIONS = (
+    "jobwire.cli", "jobwire.spark", "jobwire.testing", "jobwire.web", "jobwire.__main__",
+)
 PACKAGES = ("jobwire", *PROTOCOLS)
 
 

@@ -106,6 +106,7 @@ def package_sources(top: Path) -> set[str]:
         for package in PACKAGES
         for name in files_under(top, package)
         if name.endswith(".py") or name.endswith(".lua") or name.endswith("/py.typed")
+        or name.startswith(("jobwire/web/templates/", "jobwire/web/static/"))
     }
 
 
