@@ -5,8 +5,8 @@ codes. Each system's commands live in their own module (``_beanstalk``, ``_gearm
 Exit codes (documented in docs/cli.md):
 
 - 0: done.
-- 1: the server said no (a job not found, a refused command, an error reply), or a
-  confirmation was declined.
+- 1: the server said no (a job not found, a refused command, an error reply), a job failed
+  or its result did not come within ``--wait`` ("timed out"), or a confirmation was declined.
 - 2: usage: a bad option, argument or address (click's own usage errors and jobwire's
   ``LocalProtocolError``).
 - 3: cannot connect: the connection could not be opened, broke, or the server did not answer
@@ -45,6 +45,7 @@ USAGE = 2
 CANNOT_CONNECT = 3
 
 F = TypeVar("F", bound=Callable[..., Any])
+W = TypeVar("W")
 
 _state = {"debug": False, "json": False}
 
@@ -304,6 +305,17 @@ class Failed(Exception):
         self.code = code
 
 
+def wait_or_alias(wait: W, alias: W | None) -> W:
+    """``--wait``, or its hidden old name ``--timeout`` when that was given instead (both, with
+    two values: a usage error)."""
+    if alias is None:
+        return wait
+    given = click.get_current_context().get_parameter_source("wait")
+    if given not in (None, click.core.ParameterSource.DEFAULT) and wait != alias:
+        raise click.UsageError("--timeout is the old name of --wait: give one of them")
+    return alias
+
+
 def exit_code(exc: BaseException) -> int:
     """The exit code for an exception a command raised (see the module docstring)."""
     if isinstance(exc, Failed):
@@ -338,15 +350,17 @@ def cli() -> None:
 
     Every command takes --url (default from BEANSTALK_URL, GEARMAN_SERVERS, WORKQ_URL or
     QLESS_URL), --json for scripts and --debug for tracebacks. Exit codes: 0 ok, 1 the
-    server said no, 2 usage, 3 cannot connect.
+    server said no (or a job failed, or timed out), 2 usage, 3 cannot connect.
     """
 
 
 def _register() -> None:
-    from jobwire.cli import _beanstalk, _gearman, _qless, _serve, _workq
+    from jobwire.cli import _beanstalk, _gearman, _qless, _serve, _worker, _workq
 
-    for module in (_serve, _beanstalk, _gearman, _workq, _qless):
+    for module in (_serve, _beanstalk, _gearman, _workq, _qless, _worker):
         cli.add_command(module.group)
+    from jobwire.cli._dashboard import command as dashboard  # extra web: checked when run
+    cli.add_command(dashboard)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
