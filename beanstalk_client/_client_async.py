@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import TypeVar, cast
 
+from typing_extensions import Self
+
 from jobwire._pending import Pending as BasePending
 from jobwire._streams import SSLOption, tls_context
 from jobwire._transport import AsyncTransport, connect_limit
@@ -131,7 +133,7 @@ class AsyncClient(AsyncCommands[B]):
             "closed" if self._transport.closed else "",
         )
 
-    async def __aenter__(self) -> AsyncClient[B]:
+    async def __aenter__(self) -> Self:
         await self._transport.connect_on_use()
         return self
 

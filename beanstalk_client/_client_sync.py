@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import TypeVar, cast
 
+from typing_extensions import Self
+
 from jobwire._pending import Pending as BasePending
 from jobwire._streams import SSLOption, tls_context
 from jobwire._transport import Transport, connect_limit
@@ -119,7 +121,7 @@ class Client(Commands[B]):
             "closed" if self._transport.closed else "",
         )
 
-    def __enter__(self) -> Client[B]:
+    def __enter__(self) -> Self:
         self._transport.connect_on_use()
         return self
 

@@ -59,6 +59,7 @@ from types import TracebackType
 from typing import Any
 
 import anyio
+from typing_extensions import Self
 
 import jobwire
 from jobwire._backoff import Backoff
@@ -380,7 +381,7 @@ class AsyncWorker:
     def __repr__(self) -> str:
         return _describe(self, self.address, self.tubes, self.concurrency, self._tls)
 
-    async def __aenter__(self) -> AsyncWorker:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(

@@ -14,12 +14,13 @@
 - **Sphinx roles.** The docstrings write ``:class:`Client``` and ``:meth:`~x.Client.put```,
   which mkdocstrings leaves as text: on the API pages the role goes, and ``~a.b.c`` shows
   as ``c``, as Sphinx shows it.
-- **Mermaid.** When the mermaid script is on this machine (``scripts/test`` fetches it into
-  ``.venv/share/mermaid/mermaid.min.js``), the site serves it itself and Material uses it;
-  otherwise Material loads it from its CDN when a reader opens a page with a diagram.
+- **Mermaid.** The script is vendored (``docs/js/mermaid.min.js``, copied into the site as
+  it is); a page with a diagram gets a ``<script>`` tag for it, and Material then draws with
+  that copy instead of fetching one from its CDN: diagrams draw offline, and pages without
+  one do not load its 3.5 MB.
 
-Environment: ``JOBWIRE_BENCH_RESULTS`` (another results directory), ``JOBWIRE_MERMAID_JS``
-(another mermaid script), ``JOBWIRE_DOCS_CACHE`` (another cache directory; ``off``: none).
+Environment: ``JOBWIRE_BENCH_RESULTS`` (another results directory), ``JOBWIRE_DOCS_CACHE``
+(another cache directory; ``off``: none).
 """
 
 from __future__ import annotations
@@ -41,17 +42,18 @@ from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
+from mkdocs.utils import get_relative_url
 
 log = logging.getLogger("mkdocs.hooks.jobwire")
 
 MARKER = "<!-- benchmark plots -->"
+#: The vendored mermaid script, as a path in the site.
+MERMAID_URI = "js/mermaid.min.js"
 PLOTS_URI = "assets/benchmarks"
-MERMAID_URI = "assets/javascripts/mermaid.min.js"
 
 _charts: list[Any] = []
 _skipped: list[str] = []
 _results_dir = Path()
-_mermaid: Path | None = None
 
 
 def _root(config: MkDocsConfig) -> Path:
@@ -72,13 +74,6 @@ def _plots_module(root: Path) -> ModuleType:
 def results_dir(root: Path) -> Path:
     """Where the benchmark results are read from."""
     return Path(os.environ.get("JOBWIRE_BENCH_RESULTS") or root / "benchmarks" / "results")
-
-
-def mermaid_script() -> Path | None:
-    """The local mermaid script, if there is one."""
-    given = os.environ.get("JOBWIRE_MERMAID_JS")
-    path = Path(given) if given else Path(sys.prefix) / "share" / "mermaid" / "mermaid.min.js"
-    return path if path.is_file() else None
 
 
 def _split_top_level(text: str) -> list[str]:
@@ -178,7 +173,7 @@ def draw(plots: ModuleType, path: Path, cache: Path | None) -> Any:
 
 
 def on_config(config: MkDocsConfig) -> MkDocsConfig:
-    global _results_dir, _mermaid
+    global _results_dir
     _use_in_process_formatter()
     root = _root(config)
     _results_dir = results_dir(root)
@@ -192,19 +187,12 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
     _skipped[:] = skipped
     for message in skipped:
         log.info("benchmark results: %s", message)
-    _mermaid = mermaid_script()
-    if _mermaid is not None:
-        config.extra_javascript.append(MERMAID_URI)
-    else:
-        log.info("no local mermaid script: pages load it from Material's CDN")
     return config
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:
     for chart in _charts:
         files.append(File.generated(config, f"{PLOTS_URI}/{chart.name}.png", content=chart.png))
-    if _mermaid is not None:
-        files.append(File.generated(config, MERMAID_URI, abs_src_path=str(_mermaid)))
     return files
 
 
@@ -266,3 +254,15 @@ def _shown(path: Path) -> str:
         return str(path.resolve().relative_to(Path.cwd().resolve())) + "/"
     except ValueError:
         return str(path) + "/"
+
+
+def on_post_page(output: str, page: Page, config: MkDocsConfig) -> str:
+    """Load the vendored mermaid script on the pages that have a diagram, before Material's
+    own scripts look for it."""
+    if '<pre class="mermaid">' not in output:
+        return output
+    src = get_relative_url(MERMAID_URI, page.url)
+    head, body_end, tail = output.rpartition("</body>")
+    if not body_end:
+        raise PluginError(f"{page.file.src_uri}: no </body> to load mermaid before")
+    return f'{head}<script src="{src}"></script>\n{body_end}{tail}'

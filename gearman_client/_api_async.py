@@ -23,7 +23,7 @@ from datetime import datetime
 from types import EllipsisType
 from typing import Any, Generic, Literal, overload
 
-from typing_extensions import TypeVar
+from typing_extensions import Self, TypeVar
 
 from jobwire._backoff import Backoff
 from jobwire._numbers import parse_uint
@@ -403,7 +403,7 @@ class AsyncClient(Generic[B]):
                         "tls" if self.ssl_context is not None else "",
                         "closed" if self._pool._closed else "")
 
-    async def __aenter__(self) -> AsyncClient[B]:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -776,7 +776,7 @@ class AsyncAdmin:
                         "tls" if self.ssl_context is not None else "",
                         "closed" if self._transport.closed else "")
 
-    async def __aenter__(self) -> AsyncAdmin:
+    async def __aenter__(self) -> Self:
         await self._transport.connect()
         return self
 

@@ -24,7 +24,7 @@ from datetime import datetime
 from types import EllipsisType
 from typing import Any, Generic, Literal, overload
 
-from typing_extensions import TypeVar
+from typing_extensions import Self, TypeVar
 
 from jobwire._backoff import Backoff
 from jobwire._numbers import parse_uint
@@ -404,7 +404,7 @@ class Client(Generic[B]):
                         "tls" if self.ssl_context is not None else "",
                         "closed" if self._pool._closed else "")
 
-    def __enter__(self) -> Client[B]:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -775,7 +775,7 @@ class Admin:
                         "tls" if self.ssl_context is not None else "",
                         "closed" if self._transport.closed else "")
 
-    def __enter__(self) -> Admin:
+    def __enter__(self) -> Self:
         self._transport.connect()
         return self
 

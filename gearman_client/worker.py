@@ -48,7 +48,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.from_thread
@@ -234,10 +234,11 @@ class AsyncWorker:
         return self._engine
 
     def register(
-        self, function: str | bytes, handler: Callable[[AsyncJob], Awaitable[Any]], *,
+        self, function: str | bytes, handler: AsyncHandler, *,
         timeout: float | None = None, exceptions: bool = False,
     ) -> None:
-        """Run ``handler`` for jobs of ``function``.
+        """Run ``handler`` for jobs of ``function``; what it returns (``bytes``, ``str`` as
+        UTF-8, or ``None`` for no data) is sent as WORK_COMPLETE.
 
         ``timeout`` (seconds; the server enforces at least 1) sends CAN_DO_TIMEOUT: a job running
         longer is taken back and requeued by the server, silently for the client, and this
@@ -673,21 +674,24 @@ class Worker:
         """True while a connection waits for NOOP after PRE_SLEEP (its last grab got NO_JOB)."""
         return self._async.sleeping
 
-    def register(self, function: str | bytes, handler: Callable[[Job], Any], *,
+    def register(self, function: str | bytes, handler: Callable[[Job], str | bytes | None], *,
                  timeout: float | None = None, exceptions: bool = False) -> None:
-        """Run ``handler(job)`` (in a thread) for jobs of ``function``; ``timeout`` and
-        ``exceptions`` as for :meth:`AsyncWorker.register`. Callable while running, from any
-        thread.
+        """Run ``handler(job)`` (in a thread) for jobs of ``function``; what it returns
+        (``bytes``, ``str`` as UTF-8, or ``None`` for no data) is sent as WORK_COMPLETE.
+        ``timeout`` and ``exceptions`` as for :meth:`AsyncWorker.register`. Callable while
+        running, from any thread.
 
         Raises:
             LocalProtocolError: an invalid function name or timeout.
         """
 
-        def in_thread(job: AsyncJob) -> Awaitable[object]:
+        def in_thread(job: AsyncJob) -> Awaitable[str | bytes | None]:
             run, token = self._in_thread, self._token
             assert run is not None and token is not None
-            return run(Job(job.handle, job.function, job.unique, job.data, job.reducer, job,
-                           token, handler))
+            # The thread's result is what ``handler`` returned.
+            return cast("Awaitable[str | bytes | None]", run(
+                Job(job.handle, job.function, job.unique, job.data, job.reducer, job, token,
+                    handler)))
 
         self._call(partial(self._async.register, function, in_thread, timeout=timeout,
                            exceptions=exceptions))

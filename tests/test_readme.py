@@ -3,7 +3,8 @@ relative link has no repository to resolve against, and its examples must at lea
 
 The links are read from the README rendered to HTML (Python-Markdown, as the docs site renders
 its pages), so inline, reference and autolinks, images and raw HTML are all seen. (The examples
-are run end to end elsewhere; here they are only compiled.)"""
+are type-checked and run end to end, against real servers, by tests/test_snippets.py; here they
+are only compiled.)"""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ README = ROOT / "README.md"
 #: Where the README's links into the repository point (pyproject's Documentation and Source).
 REPOSITORY = "https://github.com/jobwire/jobwire/"
 
-_FENCE = re.compile(r"^(```+|~~~+)\s*([\w+-]*)[^\n]*\n(.*?)^\1\s*$", re.M | re.S)
+# The info string is read from the fence's own line only ([ \t]*, not \s*, which would take a
+# bare fence's next line for it).
+_FENCE = re.compile(r"^(```+|~~~+)[ \t]*([\w+-]*)[^\n]*\n(.*?)^\1[ \t]*$", re.M | re.S)
 
 
 class _Links(html.parser.HTMLParser):

@@ -16,6 +16,8 @@ import logging
 from collections.abc import Iterable
 from types import TracebackType
 
+from typing_extensions import Self
+
 from jobwire._pending import Pending
 from jobwire._streams import SSLOption, tls_context
 from jobwire._transport import AsyncTransport, connect_limit
@@ -172,7 +174,7 @@ class AsyncClient(AsyncCommands[B]):
                         "tls" if self.ssl_context is not None else "",
                         "closed" if self._closed else "")
 
-    async def __aenter__(self) -> AsyncClient[B]:
+    async def __aenter__(self) -> Self:
         # unasync: async-only
         await self.connect()
         # unasync: end

@@ -17,6 +17,8 @@ import logging
 from collections.abc import Iterable
 from types import TracebackType
 
+from typing_extensions import Self
+
 from jobwire._pending import Pending
 from jobwire._streams import SSLOption, tls_context
 from jobwire._transport import Transport, connect_limit
@@ -158,7 +160,7 @@ class Client(Commands[B]):
                         "tls" if self.ssl_context is not None else "",
                         "closed" if self._closed else "")
 
-    def __enter__(self) -> Client[B]:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import IO, TYPE_CHECKING, Any
 
 import click
@@ -322,8 +322,9 @@ def pause(url: str, tube: str, seconds: int) -> None:
     show({"tube": tube, "paused": seconds}, text=f"paused tube {tube} for {seconds} s")
 
 
-def _drain(client: Client, tube: str) -> int:
-    """Delete every ready, delayed and buried job of ``tube``; return how many.
+def _drain(client: Client, tube: str, report: Callable[[int], None] | None = None) -> int:
+    """Delete every ready, delayed and buried job of ``tube``; return how many. ``report`` is
+    called with the count so far after each round (for the progress bar).
 
     Ready jobs first, in bulk: ``reserve-with-timeout 0`` pipelined :data:`_WINDOW` at a time
     on a connection that watches only ``tube``, then their deletes, until a round reserves
@@ -358,6 +359,8 @@ def _drain(client: Client, tube: str) -> int:
         if held:
             replies = client.call_many([Delete(i) for i in held])
             deleted += sum(isinstance(r, Deleted) for r in replies)
+            if report is not None:
+                report(deleted)
         if len(held) < _WINDOW:
             break
     found: list[int] = []
@@ -366,6 +369,8 @@ def _drain(client: Client, tube: str) -> int:
         replies = client.call_many([*deletes, PeekReady(), PeekDelayed(), PeekBuried()])
         done = sum(isinstance(r, Deleted) for r in replies[: len(deletes)])
         deleted += done
+        if done and report is not None:
+            report(deleted)
         ids = sorted({r.job_id for r in replies[len(deletes):] if isinstance(r, Found)})
         if not ids or (found and not done and ids == found):
             return deleted
@@ -378,7 +383,10 @@ def _drain(client: Client, tube: str) -> int:
 @common
 def drain(url: str, tube: str, yes: bool) -> None:
     """Delete every job of TUBE: ready, delayed and buried (reserved jobs stay with their
-    workers). Asks first unless --yes; prints how many were deleted."""
+    workers). Asks first unless --yes; prints how many were deleted. On a terminal a progress
+    bar on stderr counts the deleted jobs against the tube's count when the drain began."""
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     from beanstalk_client import NotFound
 
     with _connect(url) as client:
@@ -393,7 +401,19 @@ def drain(url: str, tube: str, yes: bool) -> None:
                 f"Delete every job of tube {tube} (ready {before['current-jobs-ready']}, "
                 f"delayed {before['current-jobs-delayed']}, buried "
                 f"{before['current-jobs-buried']})?", abort=True, err=True)
-        deleted = _drain(client, tube)
+        err = console(stderr=True)
+        if err.is_terminal and not json_mode():
+            total = (before["current-jobs-ready"] + before["current-jobs-delayed"]
+                     + before["current-jobs-buried"])
+            with Progress(SpinnerColumn(), TextColumn("deleted {task.completed:.0f} of "
+                                                      "{task.total:.0f} jobs"),
+                          BarColumn(), TimeElapsedColumn(), console=err,
+                          transient=True) as progress:
+                task = progress.add_task("drain", total=total)
+                deleted = _drain(client, tube, lambda n: progress.update(
+                    task, completed=n, refresh=True))
+        else:
+            deleted = _drain(client, tube)
         try:
             reserved = client.stats_tube(tube)["current-jobs-reserved"]
         except NotFound:  # empty and unused: beanstalkd dropped it

@@ -34,6 +34,7 @@ from jobwire.cli._app import (
     show,
     tls_options,
     url_option,
+    wait_or_alias,
 )
 from jobwire.cli._top import Column, Poll, run_top, top_options
 
@@ -278,17 +279,25 @@ def _update_line(update: Any) -> tuple[str, dict[str, Any]]:
               default="normal", show_default=True)
 @click.option("--unique", "-u", default=None, help="The job's unique id (jobs with the same "
               "unique id are coalesced into one).")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
-              help="Seconds to wait for the result (default: as long as it takes).")
+@click.option("--wait", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Seconds to wait for the job's result: for a worker to take it and finish "
+              "(the library's submit(timeout=)); default: as long as it takes. Running out "
+              "exits 1 (timed out); the job stays queued or running on the server.")
+@click.option("--timeout", "wait_alias", type=click.FloatRange(min=0, min_open=True),
+              default=None, hidden=True)  # the old name of --wait
 @common
 def submit(url: str, function: str, data: str | None, file: IO[bytes] | None,
-           background: bool, priority: str, unique: str | None, timeout: float | None) -> None:
+           background: bool, priority: str, unique: str | None, wait: float | None,
+           wait_alias: float | None) -> None:
     """Submit a job of FUNCTION with DATA ('-': stdin; none: empty, or --file).
 
     In the foreground it waits, shows the worker's WORK_STATUS, WORK_DATA and WORK_WARNING
     updates on stderr as they arrive, then prints the result (exactly its bytes when stdout is
-    not a terminal). Exit 1 if the job fails."""
+    not a terminal). Exit 1 if the job fails, or if --wait runs out."""
     from gearman_client import Client, Priority
+    from jobwire.errors import OperationTimeout
+
+    wait = wait_or_alias(wait, wait_alias)
 
     if data is not None and file is not None:
         raise click.UsageError("give DATA or --file, not both")
@@ -312,8 +321,14 @@ def submit(url: str, function: str, data: str | None, file: IO[bytes] | None,
             updates.append(record)
             click.echo(line, err=True)
 
-        result = client.submit(function, payload, unique=unique, priority=level,
-                               timeout=timeout, on_update=on_update)
+        try:
+            result = client.submit(function, payload, unique=unique, priority=level,
+                                   timeout=wait, on_update=on_update)
+        except OperationTimeout:
+            if wait is None:  # no limit was asked for: the server stopped answering
+                raise
+            raise Failed(f"timed out: no result for {function!r} within --wait {wait:g} s (no "
+                         "worker finished it; the job stays on the server)") from None
     if json_mode():
         show({"result": body_json(result), "updates": updates})
     elif sys.stdout.isatty():

@@ -32,6 +32,7 @@ from jobwire.cli._app import (
     show,
     tls_options,
     url_option,
+    wait_or_alias,
 )
 from jobwire.cli._top import Column, Poll, run_top, top_options
 
@@ -348,26 +349,32 @@ def add(url: str, name: str, payload: str | None, file: IO[bytes] | None, ttr: f
 @click.argument("payload")
 @click.option("--ttr", type=float, default=60.0, show_default=True,
               help="Seconds the worker has to finish the job.")
-@click.option("--timeout", type=float, default=60.0, show_default=True,
-              help="Seconds to wait for a worker to take the job.")
+@click.option("--wait", type=float, default=60.0, show_default=True,
+              help="Seconds the server waits for a worker to take the job (the library's "
+              "run(wait=)); running out exits 1 (timed out).")
+@click.option("--timeout", "wait_alias", type=float, default=None,
+              hidden=True)  # the old name of --wait
 @click.option("--priority", type=int, default=0, show_default=True, help="Higher goes first.")
 @click.option("--id", "job_id", default=None, help="The job id (a UUIDv4; default a new one).")
 @common
-def run(url: str, name: str, payload: str, ttr: float, timeout: float, priority: int,
-        job_id: str | None) -> int:
+def run(url: str, name: str, payload: str, ttr: float, wait: float,
+        wait_alias: float | None, priority: int, job_id: str | None) -> int:
     """Add a job with PAYLOAD (- for stdin) to queue NAME, wait for its result and print it.
 
-    A job the worker failed exits 1 with its error; no worker in time exits 1 (TIMEOUT).
+    A job the worker failed exits 1 with its error; no worker within --wait exits 1 (timed
+    out: the server's TIMEOUT).
     """
     from workq_client import TimedOut
 
+    seconds = wait_or_alias(wait, wait_alias)
     with _connect(url) as client:
         try:
-            result = client.run(name, _payload(payload), ttr=ttr, wait=timeout,
+            result = client.run(name, _payload(payload), ttr=ttr, wait=seconds,
                                 priority=priority, job_id=job_id)
         except TimedOut:
-            raise Failed(f"no result from queue {name!r}: no worker took the job within "
-                         f"{timeout:g} s, or it ran out of its TTR of {ttr:g} s") from None
+            raise Failed(f"timed out: no result from queue {name!r}: no worker took the job "
+                         f"within --wait {seconds:g} s, or it ran out of its TTR of {ttr:g} s"
+                         ) from None
     if json_mode():
         show({"job_id": result.job_id, "success": result.success, **body_json(result.data)})
         return 0 if result.success else SERVER_SAID_NO

@@ -5,7 +5,12 @@ back with the library's client."""
 from __future__ import annotations
 
 import json
+import os
+import pty
+import re
+import select
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,7 +19,7 @@ import pytest
 from beanstalk_client import DEFAULT_PRIORITY, DEFAULT_TTR, Client, NotFound, TimedOut
 
 from ..conftest import BeanstalkServer
-from .conftest import Terminal, row, run_cli, wait_row
+from .conftest import Terminal, cli_env, row, run_cli, wait_row
 
 
 def bs(server: BeanstalkServer, *args: str, input: bytes | str | None = None,
@@ -315,6 +320,52 @@ def test_drain_jobs_a_reserve_cannot_take(server: BeanstalkServer, tube: str, ca
         done = bs(server, "drain", tube, "--yes")
         assert done.returncode == 0, done.stderr
         assert done.stdout == f"deleted 30 jobs from tube {tube}\n"
+    assert counts(server, tube)["ready"] == 0
+
+
+def terminal_output(*args: str, timeout: float = 60) -> tuple[int, str, str]:
+    """Run ``python -m jobwire ARGS`` with stderr on a pseudo-terminal (stdout a pipe, stdin
+    empty): its exit status, stdout, and every byte it wrote to the terminal (redraws
+    included, escape sequences removed)."""
+    master, slave = pty.openpty()
+    env = cli_env({"TERM": "xterm-256color"})
+    proc = subprocess.Popen([sys.executable, "-m", "jobwire", *args], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=slave, env=env)
+    os.close(slave)
+    written = bytearray()
+    try:
+        while select.select([master], [], [], timeout)[0]:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the command closed the terminal (it exited)
+                break
+            if not chunk:
+                break
+            written += chunk
+        out, _ = proc.communicate(timeout=timeout)
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07", "",
+                  written.decode("utf-8", "replace"))
+    return proc.returncode, out.decode(), text
+
+
+def test_drain_in_a_terminal_shows_its_progress(server: BeanstalkServer, tube: str) -> None:
+    """On a terminal a drain draws a progress bar that counts the deleted jobs round by round
+    (a drain of 300k jobs takes tens of seconds); on a pipe it draws nothing."""
+    with Client(server.url) as client:
+        client.use(tube)
+        client.put_many([b"x"] * 600)
+        client.put_many([b"d"] * 5, delay=100)
+    code, out, drawn = terminal_output("beanstalk", "drain", tube, "--yes", "--url", server.url)
+    assert code == 0, drawn
+    assert out == f"deleted 605 jobs from tube {tube}\n"
+    # Each round of reserves (256 at a time) and each round of peeks redraws the count.
+    for count in (256, 512, 600, 605):
+        assert f"deleted {count} of 605 jobs" in drawn, drawn
     assert counts(server, tube)["ready"] == 0
 
 

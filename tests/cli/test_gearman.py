@@ -23,7 +23,7 @@ from jobwire.testing import GearmanServer, free_port
 
 from ..gearman.conftest import fresh_gearman, function, gearman_server, start_gearman
 from ..waiting import wait_until
-from .conftest import Terminal, cli_env, row, run_cli, wait_row
+from .conftest import Terminal, cli_env, failed, ok, row, run_cli, wait_row
 
 __all__ = ["fresh_gearman", "function", "gearman_server"]  # the fixtures, shared
 
@@ -124,6 +124,24 @@ def test_submit_failed_job_exits_1(
     assert done.stderr.splitlines()[0] == "warning: ValueError: no good"
     assert done.stderr.splitlines()[1].startswith("jobwire: error: JobFailed: ")
     assert "Traceback" not in done.stderr
+
+
+def test_submit_with_no_worker_times_out_with_exit_1(
+    gearman_server: GearmanServer, function: str
+) -> None:
+    """--wait running out is a timeout (exit 1, "timed out"), not a connection failure (3);
+    --timeout, its old name, still works and is no longer shown."""
+    line = failed(gm(gearman_server, "submit", function, "x", "--wait", "0.3"), 1)
+    assert line.startswith("jobwire: error: timed out: no result for ")
+    assert "within --wait 0.3 s" in line
+    assert status_of(gearman_server, function)[0] >= 1  # the job stays queued on the server
+    line = failed(gm(gearman_server, "submit", function, "x", "--timeout", "0.3"), 1)
+    assert "within --wait 0.3 s" in line
+    both = gm(gearman_server, "submit", function, "x", "--timeout", "1", "--wait", "2")
+    assert both.returncode == 2 and "--timeout is the old name of --wait" in both.stderr
+    help_text = ok(run_cli("gearman", "submit", "--help"))
+    assert "--wait" in help_text and "submit(timeout=)" in help_text
+    assert "--timeout" not in help_text
 
 
 def test_submit_background_priority_unique(

@@ -200,9 +200,18 @@ def test_run_json_and_stdin(url: str, q: str) -> None:
 
 
 def test_run_with_no_worker_times_out_with_exit_1(url: str, client: Client, q: str) -> None:
-    line = failed(workq(url, "run", q, "lonely", "--timeout", "0.2"), 1)
-    assert "no worker took the job within 0.2 s" in line
+    line = failed(workq(url, "run", q, "lonely", "--wait", "0.2"), 1)
+    assert line.startswith("jobwire: error: timed out: ")
+    assert "no worker took the job within --wait 0.2 s" in line
     assert client.inspect_queue(q).ready_len == 0  # the server dropped the job
+    # --timeout, the old name of --wait, still works; it is no longer shown.
+    line = failed(workq(url, "run", q, "lonely", "--timeout", "0.2"), 1)
+    assert "within --wait 0.2 s" in line
+    both = workq(url, "run", q, "lonely", "--timeout", "1", "--wait", "2")
+    assert both.returncode == 2 and "--timeout is the old name of --wait" in both.stderr
+    help_text = ok(run_cli("workq", "run", "--help"))
+    assert "--wait" in help_text and "run(wait=)" in help_text
+    assert "--timeout" not in help_text
 
 
 # -- inspect --------------------------------------------------------------------------------
