@@ -20,7 +20,6 @@ from jobwire._pool import (
     DEFAULT_CHECKOUT_TIMEOUT,
     DEFAULT_SIZE,
     check_options,
-    idle_transport_alive,
 )
 from jobwire._pool import ClientPool as _Pool
 from jobwire._url import address_url
@@ -100,7 +99,7 @@ class ClientPool(_Pool[Client[B]]):
             transport = server.transport
             # A connection found dead is closed here; the client opens that server's again
             # when it next needs it.
-            if transport is not None and idle_transport_alive(transport):
+            if transport is not None and transport.idle_and_open():
                 alive = True
         return alive
 

@@ -14,7 +14,7 @@ The rules:
 * **Lazy.** No connection is opened before the first checkout, so a pool made at import time
   (gunicorn ``--preload``) holds none when the workers fork.
 * **Checked on checkout.** An idle client is handed out only if its connection is still open:
-  what arrived while it was idle is read without waiting (:func:`idle_transport_alive`: the
+  what arrived while it was idle is read without waiting (``Transport.idle_and_open``: the
   end of the stream when the server restarted or died, or bytes that answer nothing). A client
   whose connection ended is closed and a new one opened in its place: the caller never sees
   the old connection's ``ConnectionLost``. (Over TLS nothing can be read without waiting, so a
@@ -66,7 +66,7 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
-    from ._transport import Transport
+    pass
 
 __all__ = [
     "DEFAULT_CHECKOUT_TIMEOUT",
@@ -74,7 +74,6 @@ __all__ = [
     "ClientPool",
     "PoolStats",
     "check_options",
-    "idle_transport_alive",
 ]
 
 #: Clients a pool holds at most, unless ``size=`` says otherwise.
@@ -108,24 +107,6 @@ class PoolStats:
     discarded: int
     #: Attempts to open a client that could not connect.
     connect_failures: int
-
-
-def idle_transport_alive(transport: Transport) -> bool:
-    """Whether an idle client's connection is still open, found without waiting and without
-    sending: what arrived while it was idle is read now, as the next send would read it
-    (``Transport`` reads it before that send anyway: here a pool can still swap the client).
-    The end of the stream (the server closed or died), a socket error, or bytes that answer
-    no request (the session fails on them) all mean no; the connection is then closed.
-    A connection with a request outstanding is not idle: no."""
-    if transport.closed:
-        return False
-    stream = transport._stream
-    if stream is None or not transport.session.idle:
-        return False
-    if transport._read_early(stream):
-        transport._drop_stream()
-        return False
-    return True
 
 
 def check_options(factory: Callable[..., object], *args: object, **options: object) -> None:
@@ -245,7 +226,7 @@ class ClientPool(Generic[C]):
 
     def _alive(self, client: C) -> bool:
         """Whether an idle client may be handed out: its connection is open and did not end
-        while it was idle (may read without waiting: see :func:`idle_transport_alive`)."""
+        while it was idle (may read without waiting: see ``Transport.idle_and_open``)."""
         raise NotImplementedError
 
     def _broken(self, client: C) -> bool:

@@ -824,6 +824,20 @@ class Transport:
         self._quiet = False
         return _read_early(self.session, stream)
 
+    def idle_and_open(self) -> bool:
+        """Whether the connection is open with no request outstanding, found without waiting
+        and without sending (a pool's check on checkout, ``jobwire._pool``): what arrived
+        while it was idle is read now, as the next send would read it. The end of the stream
+        (the server closed or died), a socket error, or bytes that answer no request (the
+        session fails on them) all mean no, and the connection is then closed."""
+        stream = self._stream
+        if self.closed or stream is None or not self.session.idle:
+            return False
+        if self._read_early(stream):
+            self._drop_stream()
+            return False
+        return True
+
     def _usable(self) -> SyncStream:
         stream = self._stream
         if stream is None:

@@ -19,7 +19,6 @@ from jobwire._pool import (
     DEFAULT_CHECKOUT_TIMEOUT,
     DEFAULT_SIZE,
     check_options,
-    idle_transport_alive,
 )
 from jobwire._pool import ClientPool as _Pool
 from jobwire._url import AddressLike, address_url
@@ -96,7 +95,7 @@ class ClientPool(_Pool[Client[D]]):
 
     def _alive(self, client: Client[D]) -> bool:
         redis = client.redis
-        return not redis._closed and idle_transport_alive(redis._transport)
+        return not redis._closed and redis._transport.idle_and_open()
 
     def _broken(self, client: Client[D]) -> bool:
         return client.redis._closed or client.redis._transport.closed

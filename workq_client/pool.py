@@ -19,7 +19,6 @@ from jobwire._pool import (
     DEFAULT_CHECKOUT_TIMEOUT,
     DEFAULT_SIZE,
     check_options,
-    idle_transport_alive,
 )
 from jobwire._pool import ClientPool as _Pool
 from jobwire._url import AddressLike, address_url, resolve_address
@@ -82,7 +81,7 @@ class ClientPool(_Pool[Client[B]]):
         return Client(*self._args, serializer=self._serializer, **self._options)
 
     def _alive(self, client: Client[B]) -> bool:
-        return not client._closed and idle_transport_alive(client._transport)
+        return not client._closed and client._transport.idle_and_open()
 
     def _broken(self, client: Client[B]) -> bool:
         return client._closed or client._transport.closed
