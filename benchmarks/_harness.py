@@ -1,23 +1,33 @@
 """What every protocol benchmark here shares: free loopback ports, server processes that die
 with the benchmark and report their CPU time, the clock (wall time, this process's CPU time and
-the server's), the round-robin runner (best of ``--repeats``, every timed run on its own fresh
-server), the command line, and the JSON document every script writes. Imported as ``_harness``
-(the scripts run from this folder).
+the server's, and what the machine was doing: its load average, the other processes' share of
+its CPU, the pinning), the round-robin runner (``--runs`` interleaved timed runs per row, every
+one on its own fresh server; each figure is their median, with the lowest and highest run), the
+command line, and the JSON document every script writes. Imported as ``_harness`` (the scripts
+run from this folder).
 
 The JSON document (``benchmarks/results/<protocol>.json``; ``results/quick/`` for ``--quick``)::
 
     {"protocol": "beanstalk",
      "environment": {"date": "2026-11-23T18:40:00Z", "cpu_count": 2, "cpu_model": ...,
                      "python": ..., "platform": ..., <server versions>, "packages": {...}},
-     "config": {"quick": false, "repeats": 3, "statistic": ..., "scenarios": {key: title},
+     "config": {"quick": false, "runs": 5, "statistic": ..., "scenarios": {key: title},
                 "clients": "all", "wall_time_s": ..., <protocol settings>},
-     "results": [{"scenario", "client", "label", "server", "n", "best_ops_per_s",
-                  "median_ops_per_s", "client_cpu_us_per_op", "median_client_cpu_us_per_op",
-                  "server_cpu_us_per_op", "baseline": "scenario/client" | null, "note",
+     "results": [{"scenario", "client", "label", "server", "n", "runs",
+                  "median_ops_per_s", "min_ops_per_s", "max_ops_per_s",
+                  "median_client_cpu_us_per_op", "min_...", "max_...",
+                  "median_server_cpu_us_per_op", "min_...", "max_...",
+                  "unstable": {"ops_per_s" | "client_cpu_us_per_op": why, ...},
+                  "baseline": "scenario/client" | null, "note",
                   "samples": [{"n", "seconds", "ops_per_s", "client_cpu_us_per_op",
-                               "server_cpu_us_per_op", ...}]}
+                               "server_cpu_us_per_op", "load_1m", "others_cpu_share",
+                               "pinning": {"client": [cpu, ...], "server": [...]} | null,
+                               ...}]}
                  | {"scenario", "client", "label", "n", "error"}, ...],
      ...}
+
+The figures, ``unstable`` and its why come from ``report.summarize`` (the statistic is
+``report.STATISTIC``), so the page and the scripts' own tables agree.
 
 ``benchmarks/report.py`` turns these files into the results section of docs/performance.md.
 """
@@ -50,7 +60,8 @@ from typing import IO, Any, Generic, Protocol, TypeVar
 import report  # this folder; only the standard library
 
 __all__ = [
-    "HOST", "RESULTS", "STATISTIC", "Bench", "Clock", "HasCpu", "Process", "Result", "Reuse",
+    "HOST", "QUICK_RUNS", "RESULTS", "RUNS", "STATISTIC", "Bench", "Clock", "HasCpu", "Process",
+    "Result", "Reuse",
     "Sample", "Spec", "arguments", "choose", "die_with_parent", "environment", "find_binary",
     "finish", "first_line", "fmt_ops", "fmt_us", "free_port", "markdown_table", "print_result",
     "proc_cpu", "proc_stat", "server_version", "spawn", "stop_process", "terminate", "timed",
@@ -61,11 +72,9 @@ HOST = "127.0.0.1"
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"  #: where full runs write; quick runs: RESULTS / "quick"
 
-STATISTIC = (
-    "best of the timed runs, each on a fresh server process: the highest ops/s and, "
-    "separately, the lowest client CPU µs/op (this process's time.process_time(), all "
-    "threads, syscalls included) and server CPU µs/op (/proc); medians also given"
-)
+STATISTIC = report.STATISTIC
+RUNS = 5  #: timed runs per row of a full run (``--runs``)
+QUICK_RUNS = 3  #: with ``--quick``: the fewest that still give a median
 
 
 # -- the machine -------------------------------------------------------------------------------
@@ -287,6 +296,9 @@ class Sample:
     client_cpu: float  #: this process's CPU seconds over the run (all threads)
     server_cpu: float | None  #: the server's CPU seconds over the run, None if unknown
     extra: dict[str, float] = field(default_factory=dict)
+    #: What the machine was doing (:class:`Clock`): ``load_1m``, ``others_cpu_share`` and
+    #: ``pinning``; empty when not recorded.
+    machine: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ops(self) -> float:
@@ -308,23 +320,57 @@ class Sample:
             "ops_per_s": round(self.ops, 1),
             "client_cpu_us_per_op": round(self.client_us, 2),
             "server_cpu_us_per_op": None if server_us is None else round(server_us, 2),
+            **self.machine,
             **self.extra,
         }
 
 
+def machine_busy() -> float | None:
+    """CPU seconds every process on the machine has used since boot (all CPUs; user, nice,
+    system, irq, softirq and steal from ``/proc/stat``), or None off Linux."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if len(fields) < 9 or fields[0] != b"cpu":
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def pinning(server: object) -> dict[str, list[int]] | None:
+    """The CPUs this process and the server's process (when it has one) may run on now."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    out = {"client": sorted(os.sched_getaffinity(0))}
+    proc = getattr(server, "proc", None)
+    pid = getattr(proc, "pid", None)
+    if isinstance(pid, int):
+        with contextlib.suppress(OSError):
+            out["server"] = sorted(os.sched_getaffinity(pid))
+    return out
+
+
 class Clock:
-    """Wall time, this process's CPU time and the server's over one timed window."""
+    """Wall time, this process's CPU time and the server's over one timed window, and what the
+    machine was doing meanwhile: its 1-minute load average when the window closed, the share
+    of all its CPUs that other processes (neither this one nor the server) used during it,
+    and where this process and the server were pinned."""
 
     def __init__(self, server: HasCpu | None) -> None:
         self.server = server
         self._wall = self._cpu = self._wall_end = self._cpu_end = 0.0
         self._srv: float | None = None
         self._srv_end: float | None = None
+        self._busy: float | None = None
+        self._machine: dict[str, Any] = {}
 
     def _server_cpu(self) -> float | None:
         return None if self.server is None else self.server.cpu_seconds()
 
     def start(self) -> None:
+        self._busy = machine_busy()
         self._srv = self._server_cpu()
         self._cpu = time.process_time()
         self._wall = time.perf_counter()
@@ -333,6 +379,18 @@ class Clock:
         self._wall_end = time.perf_counter()
         self._cpu_end = time.process_time()
         self._srv_end = self._server_cpu()
+        busy = machine_busy()
+        machine: dict[str, Any] = {}
+        with contextlib.suppress(OSError, AttributeError):
+            machine["load_1m"] = round(os.getloadavg()[0], 2)
+        if busy is not None and self._busy is not None:
+            ours = (self._cpu_end - self._cpu) + (
+                0.0 if self._srv is None or self._srv_end is None else self._srv_end - self._srv)
+            wall = (self._wall_end - self._wall) * (os.cpu_count() or 1)
+            if wall > 0:
+                machine["others_cpu_share"] = round(max(0.0, busy - self._busy - ours) / wall, 3)
+        machine["pinning"] = pinning(self.server)
+        self._machine = machine
 
     @property
     def stopped_at(self) -> float:
@@ -344,7 +402,7 @@ class Clock:
             None if self._srv is None or self._srv_end is None else self._srv_end - self._srv
         )
         return Sample(n, self._wall_end - self._wall, self._cpu_end - self._cpu, server_cpu,
-                      dict(extra))
+                      dict(extra), dict(self._machine))
 
 
 def timed(server: HasCpu | None, n: int, run: Callable[[], object]) -> Sample:
@@ -377,24 +435,25 @@ class Result:
     def ok(self) -> bool:
         return bool(self.samples)
 
-    @property
-    def best(self) -> float:
-        """The highest ops/s of the runs."""
-        return max(s.ops for s in self.samples)
+    def summary(self) -> dict[str, Any]:
+        """The figures of the runs (``report.summarize``): ``runs``, the median, min and max of
+        ops/s, client and server CPU µs/op, and ``unstable`` (figure -> why)."""
+        return report.summarize([s.to_json() for s in self.samples])
 
     @property
     def median(self) -> float:
+        """The median ops/s of the runs."""
         return statistics.median(s.ops for s in self.samples)
 
     @property
     def client_us(self) -> float:
-        """The lowest client CPU µs per operation of the runs."""
-        return min(s.client_us for s in self.samples)
+        """The median client CPU µs per operation of the runs."""
+        return statistics.median(s.client_us for s in self.samples)
 
     @property
     def server_us(self) -> float | None:
         values = [s.server_us for s in self.samples if s.server_us is not None]
-        return min(values) if values else None
+        return statistics.median(values) if values else None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"scenario": self.scenario, "client": self.client,
@@ -403,15 +462,9 @@ class Result:
             out["server"] = self.server
         if not self.ok:
             return {**out, "error": self.error}
-        server_us = self.server_us
         return {
             **out,
-            "best_ops_per_s": round(self.best, 1),
-            "median_ops_per_s": round(self.median, 1),
-            "client_cpu_us_per_op": round(self.client_us, 2),
-            "median_client_cpu_us_per_op": round(
-                statistics.median(s.client_us for s in self.samples), 2),
-            "server_cpu_us_per_op": None if server_us is None else round(server_us, 2),
+            **self.summary(),
             "baseline": None if self.baseline is None else "/".join(self.baseline),
             "note": self.note,
             "samples": [s.to_json() for s in self.samples],
@@ -452,18 +505,19 @@ def first_line(error: BaseException) -> str:
 
 class Bench(Generic[M]):
     """Runs a scenario's rows round-robin: timed run 1 of every client, then run 2 of every
-    client, and so on, so that drift on a shared machine spreads over all clients alike.
+    client, and so on (``runs`` rounds), so that drift on a shared machine spreads over all
+    clients alike and each row's median is of runs spread over the same span of time.
     ``once(spec)`` is one timed run on a fresh server (the script starts and stops it);
     ``explain(spec, error)`` says why a ``may_fail`` row failed."""
 
     def __init__(
         self,
-        repeats: int,
+        runs: int,
         once: Callable[[Spec[M]], Sample],
         explain: Callable[[Spec[M], Exception], str] | None = None,
     ) -> None:
         pin_client()
-        self.repeats = repeats
+        self.runs = runs
         self.once = once
         self.explain = explain or (lambda spec, error: first_line(error))
         self.results: dict[tuple[str, str], Result] = {}
@@ -471,7 +525,7 @@ class Bench(Generic[M]):
     def run_specs(self, scenario: str, specs: Sequence[Spec[M]]) -> None:
         samples: dict[str, list[Sample]] = {spec.client: [] for spec in specs}
         errors: dict[str, str] = {}
-        for _ in range(self.repeats):
+        for _ in range(self.runs):
             for spec in specs:
                 if spec.client in errors:
                     continue
@@ -525,38 +579,51 @@ def fmt_us(value: float | None) -> str:
     return "?" if value is None else f"{value:.1f}"
 
 
+def _spread(result: Result, key: str, fmt: Callable[[float], str]) -> str:
+    """``median (min-max)`` of ``key`` over the runs, marked when unstable."""
+    summary = result.summary()
+    text = fmt(summary[f"median_{key}"])
+    if summary["runs"] > 1:
+        text += f" ({fmt(summary[f'min_{key}'])}-{fmt(summary[f'max_{key}'])})"
+    return text + (" UNSTABLE" if key in summary["unstable"] else "")
+
+
 def print_result(result: Result) -> None:
     if not result.ok:
         print(f"  {result.label:<46} {result.error}", flush=True)
         return
     tails = [s.extra["stop_tail_s"] for s in result.samples if "stop_tail_s" in s.extra]
     tail = f"  stop tail <= {max(tails):.2f} s (untimed)" if tails else ""
-    print(f"  {result.label:<46} {fmt_ops(result.best):>9} ops/s  (median "
-          f"{fmt_ops(result.median)}; CPU µs/op client {fmt_us(result.client_us)}, server "
-          f"{fmt_us(result.server_us)}){tail}", flush=True)
+    print(f"  {result.label:<46} {_spread(result, 'ops_per_s', fmt_ops)} ops/s; CPU µs/op "
+          f"client {_spread(result, 'client_cpu_us_per_op', fmt_us)}, server "
+          f"{fmt_us(result.server_us)}{tail}", flush=True)
+    for key, why in result.summary()["unstable"].items():
+        print(f"    unstable {key}: {why}", flush=True)
 
 
 def markdown_table(results: Sequence[Result]) -> str:
-    """Every result: ops/s, CPU per operation, and the ratio to its baseline row."""
+    """Every result: the median (min-max) of ops/s and of CPU per operation, and the ratio of
+    its medians to its baseline row's."""
     by_key = {(r.scenario, r.client): r for r in results}
     lines = [
-        "| scenario | client | N | best ops/s | median ops/s | client CPU µs/op "
-        "| server CPU µs/op | vs baseline (ops/s, CPU) |",
-        "|---|---|--:|--:|--:|--:|--:|---|",
+        "| scenario | client | N | ops/s, median (min-max) | client CPU µs/op, median (min-max) "
+        "| server CPU µs/op | vs baseline, ratio of medians (ops/s, CPU) |",
+        "|---|---|--:|--:|--:|--:|---|",
     ]
     for r in results:
         label = r.label + (" *" if r.note else "")
         if not r.ok:
-            lines.append(f"| {r.scenario} | {label}: {r.error} | {r.n:,} | - | - | - | - | |")
+            lines.append(f"| {r.scenario} | {label}: {r.error} | {r.n:,} | - | - | - | |")
             continue
         versus = ""
         base = by_key.get(r.baseline) if r.baseline else None
         if base is not None and base.ok:
-            versus = (f"{r.best / base.best:.2f}x, {r.client_us / base.client_us:.2f}x "
+            versus = (f"{r.median / base.median:.2f}x, {r.client_us / base.client_us:.2f}x "
                       f"{base.client}")
         lines.append(
-            f"| {r.scenario} | {label} | {r.n:,} | {fmt_ops(r.best)} | {fmt_ops(r.median)} "
-            f"| {fmt_us(r.client_us)} | {fmt_us(r.server_us)} | {versus} |")
+            f"| {r.scenario} | {label} | {r.n:,} | {_spread(r, 'ops_per_s', fmt_ops)} "
+            f"| {_spread(r, 'client_cpu_us_per_op', fmt_us)} | {fmt_us(r.server_us)} "
+            f"| {versus} |")
     return "\n".join(lines)
 
 
@@ -568,7 +635,8 @@ def arguments(protocol: str, description: str, scenarios: Mapping[str, str]
     """The options every benchmark takes."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true",
-                        help="small counts and 1 timed run per row: a smoke run; writes to "
+                        help=f"small counts and {QUICK_RUNS} timed runs per row: a smoke run; "
+                        "writes to "
                         f"{(RESULTS / 'quick').relative_to(ROOT)}/{protocol}.json unless --out")
     parser.add_argument("--out", "--json", dest="out", type=Path, default=None, metavar="PATH",
                         help=f"JSON results file (default "
@@ -577,15 +645,16 @@ def arguments(protocol: str, description: str, scenarios: Mapping[str, str]
                         help="comma-separated subset of: " + ", ".join(scenarios))
     parser.add_argument("--clients", default="",
                         help="comma-separated client keys to keep (default: all)")
-    parser.add_argument("--repeats", type=int, default=None,
-                        help="timed runs per row (default 3; 1 with --quick)")
+    parser.add_argument("--runs", "--repeats", dest="runs", type=int, default=None,
+                        help=f"interleaved timed runs per row; each figure is their median "
+                        f"(default {RUNS}; {QUICK_RUNS} with --quick)")
     return parser
 
 
 def choose(args: argparse.Namespace, protocol: str, scenarios: Mapping[str, str]
            ) -> tuple[list[str], set[str], int, Path]:
-    """The scenarios, client keys, repeats and output path the options ask for; exits with
-    status 2 and a message on an unknown scenario or a repeat count below 1."""
+    """The scenarios, client keys, runs per row and output path the options ask for; exits
+    with status 2 and a message on an unknown scenario or a run count below 1."""
     chosen = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     unknown = [s for s in chosen if s not in scenarios]
     if unknown:
@@ -593,12 +662,12 @@ def choose(args: argparse.Namespace, protocol: str, scenarios: Mapping[str, str]
               file=sys.stderr)
         raise SystemExit(2)
     clients = {c.strip() for c in args.clients.split(",") if c.strip()}
-    repeats = args.repeats if args.repeats is not None else (1 if args.quick else 3)
-    if repeats < 1:
-        print("--repeats must be >= 1", file=sys.stderr)
+    runs = args.runs if args.runs is not None else (QUICK_RUNS if args.quick else RUNS)
+    if runs < 1:
+        print("--runs must be >= 1", file=sys.stderr)
         raise SystemExit(2)
     out = args.out or (RESULTS / "quick" if args.quick else RESULTS) / f"{protocol}.json"
-    return chosen, clients, repeats, out
+    return chosen, clients, runs, out
 
 
 def version_of(dist: str) -> str | None:
@@ -664,13 +733,13 @@ def write_document(
 
 
 def finish(protocol: str, document: Mapping[str, Any], results: Sequence[Result]) -> None:
-    """Print the table of every result and this protocol's rows of issue 13's targets."""
+    """Print the table of every result and this protocol's rows of issue 22's targets."""
     print()
     print(markdown_table(results))
     if any(r.note for r in results):
         print("\n\\* the same runs as the named scenario's row, repeated for comparison")
     lines = report.target_lines({protocol: document}, only=protocol)
     if lines:
-        print("\nissue 13 targets:")
+        print("\nissue 22 targets (ratios of medians):")
         for line in lines:
             print(f"  {line}")

@@ -12,9 +12,11 @@ How it measures (``_harness``):
 * Every timed run gets its own server process on a free 127.0.0.1 port, killed right after
   (and on any error), a fresh tube and a fresh connection, set up before the clock starts.
   A short untimed warm-up run of the same client on the same server comes first.
-* Each client is timed ``--repeats`` (3) times, round-robin within a scenario (run 1 of every
-  client, then run 2 ...), so drift on a shared machine hits every client alike; the table
-  shows the best run (highest ops/s; lowest client CPU per operation) and the median.
+* Each client is timed ``--runs`` (5; 3 with ``--quick``) times, round-robin within a scenario
+  (run 1 of every client, then run 2 ...), so drift on a shared machine hits every client
+  alike; each figure is the median of the runs, with the lowest and highest (``report.py``'s
+  statistic), and each run records the load average, the other processes' CPU share and the
+  pinning, which say why an unstable figure moved.
 * Besides wall time, each run records this process's CPU time (``time.process_time()``, all
   threads, syscalls included) and the server's (from ``/proc``), per operation: unlike wall
   time, client CPU per operation barely moves when other processes share the machine.
@@ -733,7 +735,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = arguments(PROTOCOL, "Benchmark jobwire's beanstalk clients and workers against "
                        "greenstalk, aiostalk and a raw socket on a real beanstalkd.", SCENARIOS)
     args = parser.parse_args(argv)
-    scenarios, clients, repeats, out = choose(args, PROTOCOL, SCENARIOS)
+    scenarios, clients, runs, out = choose(args, PROTOCOL, SCENARIOS)
     signal.signal(signal.SIGTERM, terminate)
 
     wall = time.perf_counter()
@@ -742,9 +744,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"# beanstalk benchmark{' (quick)' if args.quick else ''}")
     print(f"{env['cpu_count']} CPUs ({env['cpu_model']}), Python {env['python']}, "
           f"{env['beanstalkd']}, {env['platform']}")
-    print(f"best of {repeats} timed run(s) per row; ops/s = operations (jobs) per second; "
+    print(f"median of {runs} interleaved timed runs per row; ops/s = operations (jobs) per second; "
           "each run on a fresh server on 127.0.0.1\n")
-    bench = Bench(repeats, once)
+    bench = Bench(runs, once)
     order = bench.run(plan(args.quick), SCENARIOS, scenarios, clients)
 
     startup = {kind: start_to_listen(kind, 3 if args.quick else 9)
@@ -755,7 +757,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"bundled {startup['bundled'][1] * 1e3:.1f} ms")
     elapsed = time.perf_counter() - wall
     document = write_document(out, PROTOCOL, env, {
-        "quick": args.quick, "repeats": repeats,
+        "quick": args.quick, "runs": runs,
         "body_bytes": len(BODY), "put_args": {"priority": PRI, "delay": DELAY, "ttr": TTR},
         "window": WINDOW,
         "scenarios": {s: SCENARIOS[s] for s in scenarios},

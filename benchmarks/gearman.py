@@ -24,8 +24,8 @@ short untimed warm-up run of the same client on that server. The foreground scen
 same worker for every client, registered before the clock starts: libgearman's own
 ``gearman -w -f FUNC`` (C; it answers each job with an empty result), or, without
 gearman-tools, a raw-socket worker process on jobwire's Sans-IO core. Each client runs
-``--repeats`` times round-robin; the best run counts (highest ops/s, lowest client CPU per
-operation). Client CPU is this process's; server CPU is gearmand's (the worker's is not
+``--runs`` (5) times round-robin; each figure is the median of the runs, with the lowest and
+highest. Client CPU is this process's; server CPU is gearmand's (the worker's is not
 counted). On a 2-core machine client, worker and gearmand share the CPUs, so the foreground
 numbers measure gearmand and the worker as much as the clients.
 """
@@ -388,7 +388,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = arguments(PROTOCOL, "Benchmark jobwire's Gearman clients against pygearman and a "
                        "raw socket on a real gearmand.", SCENARIOS)
     args = parser.parse_args(argv)
-    scenarios, clients, repeats, out = choose(args, PROTOCOL, SCENARIOS)
+    scenarios, clients, runs, out = choose(args, PROTOCOL, SCENARIOS)
     signal.signal(signal.SIGTERM, terminate)
 
     wall = time.perf_counter()
@@ -397,13 +397,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"# gearman benchmark{' (quick)' if args.quick else ''}")
     print(f"{env['cpu_count']} CPUs ({env['cpu_model']}), Python {env['python']}, "
           f"{env['gearmand']}")
-    print(f"best of {repeats} timed run(s) per row; ops/s = jobs per second; each run on a "
-          "fresh gearmand on 127.0.0.1\n")
-    bench = Bench(repeats, once)
+    print(f"median of {runs} interleaved timed runs per row; ops/s = jobs per second; each "
+          "run on a fresh gearmand on 127.0.0.1\n")
+    bench = Bench(runs, once)
     order = bench.run(plan(args.quick), SCENARIOS, scenarios, clients)
     elapsed = time.perf_counter() - wall
     document = write_document(out, PROTOCOL, env, {
-        "quick": args.quick, "repeats": repeats, "payload_bytes": 1,
+        "quick": args.quick, "runs": runs, "payload_bytes": 1,
         "fg_window": FG_WINDOW, "worker": "gearman -w (libgearman, C)",
         "scenarios": {s: SCENARIOS[s] for s in scenarios},
         "clients": sorted(clients) or "all",

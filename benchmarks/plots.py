@@ -110,6 +110,11 @@ def _env_line(env: Mapping[str, Any], *keys: str) -> str:
     return ", ".join(parts)
 
 
+def _runs(config: Mapping[str, Any]) -> str:
+    """How many timed runs each figure is the median (older files: the best) of."""
+    return str(config.get("runs", config.get("repeats", "?")))
+
+
 # -- one function per results file ------------------------------------------------------------
 # Each returns (title, groups, notes, caption).
 
@@ -143,10 +148,10 @@ def _listed(doc: Mapping[str, Any], where: str, value_key: str, titles: Mapping[
 def parse_beanstalk(doc: Mapping[str, Any]) -> Parsed:
     where = "beanstalk.json"
     config = _get(doc, "config", Mapping, where)
-    groups, notes = _listed(doc, where, "best_ops_per_s", config.get("scenarios", {}))
+    groups, notes = _listed(doc, where, "median_ops_per_s", config.get("scenarios", {}))
     env = doc.get("environment", {})
-    caption = (f"{config.get('statistic', 'best of the timed runs')}; repeats "
-               f"{config.get('repeats', '?')}{', quick run' if config.get('quick') else ''}; "
+    caption = (f"{config.get('statistic', 'best of the timed runs')}; runs "
+               f"{_runs(config)}{', quick run' if config.get('quick') else ''}; "
                f"{_env_line(env, 'beanstalkd', 'python', 'cpu_count', 'cpu_model')}")
     return "beanstalk: jobwire, greenstalk, aiostalk and a raw socket", groups, notes, caption
 
@@ -154,10 +159,10 @@ def parse_beanstalk(doc: Mapping[str, Any]) -> Parsed:
 def parse_gearman(doc: Mapping[str, Any]) -> Parsed:
     where = "gearman.json"
     config = _get(doc, "config", Mapping, where)
-    groups, notes = _listed(doc, where, "best_ops_per_s", config.get("scenarios", {}))
+    groups, notes = _listed(doc, where, "median_ops_per_s", config.get("scenarios", {}))
     env = doc.get("environment", {})
-    caption = (f"{config.get('statistic', 'best of the timed runs')}; repeats "
-               f"{config.get('repeats', '?')}; "
+    caption = (f"{config.get('statistic', 'best of the timed runs')}; runs "
+               f"{_runs(config)}; "
                f"{_env_line(env, 'gearmand', 'python', 'cpu_count', 'cpu_model')}")
     return "Gearman: jobwire, pygearman and a raw socket", groups, notes, caption
 
@@ -165,10 +170,10 @@ def parse_gearman(doc: Mapping[str, Any]) -> Parsed:
 def parse_workq(doc: Mapping[str, Any]) -> Parsed:
     where = "workq.json"
     config = _get(doc, "config", Mapping, where)
-    groups, notes = _listed(doc, where, "best_ops_per_s", config.get("scenarios", {}))
+    groups, notes = _listed(doc, where, "median_ops_per_s", config.get("scenarios", {}))
     env = doc.get("environment", {})
-    caption = (f"{config.get('statistic', 'best of the timed runs')}; repeats "
-               f"{config.get('repeats', '?')}; the bundled Workq server; "
+    caption = (f"{config.get('statistic', 'best of the timed runs')}; runs "
+               f"{_runs(config)}; the bundled Workq server; "
                f"{_env_line(env, 'python', 'cpu_count', 'cpu_model')}")
     return "Workq: jobwire sync, async and a raw socket", groups, notes, caption
 
@@ -176,10 +181,10 @@ def parse_workq(doc: Mapping[str, Any]) -> Parsed:
 def parse_qless(doc: Mapping[str, Any]) -> Parsed:
     where = "qless.json"
     config = _get(doc, "config", Mapping, where)
-    groups, notes = _listed(doc, where, "best_ops_per_s", config.get("scenarios", {}))
+    groups, notes = _listed(doc, where, "median_ops_per_s", config.get("scenarios", {}))
     env = doc.get("environment", {})
-    caption = (f"{config.get('statistic', 'best of the timed runs')}; repeats "
-               f"{config.get('repeats', '?')}; "
+    caption = (f"{config.get('statistic', 'best of the timed runs')}; runs "
+               f"{_runs(config)}; "
                f"{_env_line(env, 'redis_server', 'python', 'cpu_count', 'cpu_model')}")
     return "qless: jobwire and a raw socket sending the same EVALSHA", groups, notes, caption
 
@@ -327,13 +332,13 @@ def render_soak(doc: Mapping[str, Any]) -> tuple[str, bytes, str, list[str]]:
 #: The scans of ``scaling.json`` in page order: (title, x axis, throughput key and axis, CPU
 #: axis). ``idle_connections`` has its own keys (RSS and bytes per connection).
 SCALING_SCANS: dict[str, tuple[str, str, str, str, str]] = {
-    "body_size": ("body size", "body bytes", "best_mb_per_s", "MB/s of body",
+    "body_size": ("body size", "body bytes", "median_mb_per_s", "MB/s of body",
                   "client CPU µs per MB"),
     "concurrency": ("one AsyncWorker connection, 10 ms handler", "concurrency",
-                    "best_ops_per_s", "jobs/s", "client CPU µs per job"),
+                    "median_ops_per_s", "jobs/s", "client CPU µs per job"),
     "watched_tubes": ("beanstalk reserve + delete, N watched tubes", "watched tubes",
-                      "best_ops_per_s", "ops/s", "client CPU µs per op"),
-    "lease_names": ("Workq lease with N names + delete", "lease names", "best_ops_per_s",
+                      "median_ops_per_s", "ops/s", "client CPU µs per op"),
+    "lease_names": ("Workq lease with N names + delete", "lease names", "median_ops_per_s",
                     "ops/s", "client CPU µs per op"),
     "idle_connections": ("idle connections held by a server", "idle connections",
                          "server_rss_kib", "server RSS (MiB)", "bytes per connection"),
@@ -376,7 +381,7 @@ def render_scaling(doc: Mapping[str, Any]) -> tuple[str, bytes, str, list[str]]:
                 table.append(f"| {scan} | {label} | {x:,.0f} | {_fmt(value)} MiB RSS, "
                              f"{cost:,.0f} B/connection | |")
             else:
-                cpu = _number(_get(point, "client_cpu_us_per_op", (int, float), here), here)
+                cpu = _number(_get(point, "median_client_cpu_us_per_op", (int, float), here), here)
                 cost = cpu / (x / 1e6) if scan == "body_size" else cpu
                 shown = f"{_size(x)}" if scan == "body_size" else f"{x:,.0f}"
                 table.append(f"| {scan} | {label} | {shown} | {_fmt(value)} {unit} "
@@ -436,8 +441,8 @@ def render_scaling(doc: Mapping[str, Any]) -> tuple[str, bytes, str, list[str]]:
     env = doc.get("environment", {})
     title = "How cost grows: jobwire against a raw socket"
     fig.suptitle(title, x=0.01, ha="left", fontsize=11)
-    caption = (f"{config.get('statistic', 'best of the timed runs')}; repeats "
-               f"{config.get('repeats', '?')}{', quick run' if config.get('quick') else ''}; "
+    caption = (f"{config.get('statistic', 'best of the timed runs')}; runs "
+               f"{_runs(config)}{', quick run' if config.get('quick') else ''}; "
                f"solid: jobwire, dashed: raw socket; "
                f"{_env_line(env, 'python', 'cpu_count', 'cpu_model')}")
     fig.text(0.01, 0.0, caption, fontsize=7, color="#555555", ha="left", va="top", wrap=True)

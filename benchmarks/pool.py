@@ -3,7 +3,7 @@ thread and against one client behind a lock.
 
     .venv/bin/python benchmarks/pool.py              # 5 interleaved runs per row (about 2 min)
     .venv/bin/python benchmarks/pool.py --quick      # 1 run, small counts (results/quick/)
-    .venv/bin/python benchmarks/pool.py --repeats 9 --clients pool-4,locked
+    .venv/bin/python benchmarks/pool.py --runs 9 --clients pool-4,locked
 
 What a web app's producers do: many threads, each putting one job at a time (``put``, one
 round trip each) into one tube. The rows:
@@ -210,21 +210,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = arguments(PROTOCOL, "16 threads putting to beanstalkd: ClientPool vs a client "
                        "per thread vs a locked client.", SCENARIOS)
     args = parser.parse_args(argv)
-    if args.repeats is None and not args.quick:
-        args.repeats = 5
-    scenarios, clients, repeats, out = choose(args, PROTOCOL, SCENARIOS)
+    if args.runs is None and not args.quick:
+        args.runs = 7
+    scenarios, clients, runs, out = choose(args, PROTOCOL, SCENARIOS)
     signal.signal(signal.SIGTERM, terminate)
     wall = time.perf_counter()
     env = environment({"beanstalkd": server_version([find_binary("beanstalkd"), "-v"])}, [])
     print(f"# pool benchmark{' (quick)' if args.quick else ''}: {SCENARIOS['put16']}")
     print(f"{env['cpu_count']} CPUs ({env['cpu_model']}), Python {env['python']}, "
-          f"{env['beanstalkd']}; {repeats} interleaved run(s) per row\n")
-    bench = Bench(repeats, once)
+          f"{env['beanstalkd']}; {runs} interleaved run(s) per row\n")
+    bench = Bench(runs, once)
     results = bench.run({"put16": plan(args.quick)}, SCENARIOS, scenarios, clients)
     rows = summary(results)
     elapsed = time.perf_counter() - wall
     write_document(out, PROTOCOL, env, {
-        "quick": args.quick, "repeats": repeats, "threads": THREADS,
+        "quick": args.quick, "runs": runs, "threads": THREADS,
         "body_bytes": len(BODY), "put_args": PUT_ARGS,
         "scenarios": {s: SCENARIOS[s] for s in scenarios},
         "clients": sorted(clients) or "all", "wall_time_s": round(elapsed, 1),

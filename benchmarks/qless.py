@@ -40,10 +40,10 @@ How it measures:
   same client comes first on that server, then ``FLUSHALL``, then the pre-fill, then the timed
   run on a fresh connection that has already connected and loaded the script (the sync
   ``Worker`` opens its own connection inside the timed run).
-* Each client runs ``--repeats`` (3) times, round-robin within a scenario; ops/s is the best
-  run (the median is given too). ``client CPU µs/op`` is this process's CPU time
-  (``time.process_time()``, all threads) over the timed window per operation, the lowest of
-  the runs: unlike wall time it barely moves when other processes share the machine.
+* Each client runs ``--runs`` (5) times, round-robin within a scenario; each figure is the
+  median of the runs, with the lowest and highest. ``client CPU µs/op`` is this process's CPU
+  time (``time.process_time()``, all threads) over the timed window per operation: unlike
+  wall time it barely moves when other processes share the machine.
   ``server CPU µs/op`` is redis-server's, from ``/proc``.
 * Every jobwire row names its baseline, the raw row it is compared with (ops/s: higher is
   better; CPU: how many times the raw socket's CPU per operation jobwire spends).
@@ -615,7 +615,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "trip of the same EVALSHA (and qless-py 0.11.4) on a real redis-server: ops/s and "
         "client CPU µs per operation.", SCENARIOS)
     args = parser.parse_args(argv)
-    scenarios, clients, repeats, out = choose(args, PROTOCOL, SCENARIOS)
+    scenarios, clients, runs, out = choose(args, PROTOCOL, SCENARIOS)
     signal.signal(signal.SIGTERM, terminate)
 
     wall = time.perf_counter()
@@ -635,14 +635,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{env['cpu_count']} CPUs ({env['cpu_model']}), Python {env['python']}, "
           f"redis-server {env['redis_server']}, hiredis installed: "
           f"{env['hiredis_importable']} (not used by jobwire)")
-    print(f"best of {repeats} timed run(s) per row; ops/s = operations (jobs) per second; "
+    print(f"median of {runs} interleaved timed runs per row; ops/s = operations (jobs) per second; "
           "each run on a fresh redis-server on 127.0.0.1\n")
-    bench = Bench(repeats, once, explain)
+    bench = Bench(runs, once, explain)
     order = bench.run(plan(args.quick), SCENARIOS, scenarios, clients)
     elapsed = time.perf_counter() - wall
     failures = {r.client: r.error for r in order if not r.ok}
     document = write_document(out, PROTOCOL, env, {
-        "quick": args.quick, "repeats": repeats,
+        "quick": args.quick, "runs": runs,
         "queue": QUEUE, "klass": KLASS, "data": DATA, "window": WINDOW,
         "scenarios": {s: SCENARIOS[s] for s in scenarios},
         "clients": sorted(clients) or "all",

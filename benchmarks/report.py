@@ -9,9 +9,13 @@ Reads ``benchmarks/results/{beanstalk,gearman,workq,qless}.json`` (written by
 ``scripts/bench``; their shape is described in ``_harness.py``) and writes, between
 ``<!-- perf:begin -->`` and ``<!-- perf:end -->`` in docs/performance.md, everything that holds
 a number:
-the machine and the dates of the runs, one table with every row of issue 13's targets (what was
-measured, the target, met or missed) and a table per protocol with ops/s and client and server
-CPU µs per operation; then, from ``scaling.json``, each scaling series' first and last point
+the machine and the dates of the runs, one table with every row of issue 22's targets (the
+ratio of medians measured, the target, met or missed, and what bounds it, computed from the
+same run) and a table per protocol with the median (min-max) of its runs' ops/s and client CPU
+µs per operation, the server's CPU, ratios of medians, and each unstable figure with why
+(the statistic: :data:`STATISTIC`; the benchmarks compute each row's figures with
+:func:`summarize`, and ``benchmarks/check.py`` compares a quick run with the page's figures
+with :func:`compare`); then, from ``scaling.json``, each scaling series' first and last point
 and a link to its plot, which the site's build draws on the same page (``docs/hooks.py``);
 writing also draws it as ``scaling.png`` beside the JSON (with ``plots.py``, hence matplotlib;
 ``--check`` only wants it there). The text depends on the JSON files only, so ``--check`` can
@@ -25,15 +29,17 @@ import argparse
 import difflib
 import hashlib
 import json
+import statistics
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "BEGIN", "END", "PROTOCOLS", "TARGETS", "Part", "ReportError", "Target", "load", "main",
-    "render", "replace_section", "target_lines",
+    "BEGIN", "END", "FIGURES", "PROTOCOLS", "STATISTIC", "TARGETS", "TOLERANCE", "UNSTABLE",
+    "Part", "ReportError", "Target", "Verdict", "check_table", "compare", "load", "main",
+    "render", "replace_section", "summarize", "target_lines", "upgrade", "why_unstable",
 ]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,10 +57,10 @@ SCALING = "scaling"
 SCALING_PLOT = "#bench-scaling"
 #: Each scan's value key and unit in the summary (as plotted).
 SCALING_VALUES = {
-    "body_size": ("best_mb_per_s", "MB/s"),
-    "concurrency": ("best_ops_per_s", "jobs/s"),
-    "watched_tubes": ("best_ops_per_s", "ops/s"),
-    "lease_names": ("best_ops_per_s", "ops/s"),
+    "body_size": ("median_mb_per_s", "MB/s"),
+    "concurrency": ("median_ops_per_s", "jobs/s"),
+    "watched_tubes": ("median_ops_per_s", "ops/s"),
+    "lease_names": ("median_ops_per_s", "ops/s"),
     "idle_connections": ("bytes_per_connection", "B/connection"),
 }
 
@@ -82,12 +88,152 @@ class ReportError(Exception):
     """A results file or the page is not what this module can work with."""
 
 
-# -- the targets of issue 13 -------------------------------------------------------------------
+# -- the statistic -----------------------------------------------------------------------------
+
+#: The figures every row has: its runs' ops/s, client CPU and server CPU µs per operation
+#: (each sample's keys; the row holds ``median_<key>``, ``min_<key>`` and ``max_<key>``).
+FIGURES = {"ops": "ops_per_s", "cpu": "client_cpu_us_per_op", "server": "server_cpu_us_per_op"}
+#: A figure is unstable when its runs moved more than this: (max - min) / median.
+UNSTABLE = 0.2
+#: ``--check``: a quick run reproduces a figure when its median lies within the published
+#: [min, max] widened on each side by this share of the published median (a quick run's
+#: median of 3 short runs moves more than a full run's median of 5).
+TOLERANCE = 0.15
+STATISTIC = (
+    "median of the interleaved timed runs (round-robin over the clients of a scenario, each "
+    "run on a fresh server process), with the lowest and highest run: ops/s, client CPU "
+    "µs/op (this process's time.process_time(), all threads, syscalls included) and server "
+    "CPU µs/op (/proc); ratios are ratios of medians; a figure whose runs spread by more "
+    f"than {UNSTABLE:.0%} of its median ((max - min) / median) is unstable"
+)
+
+
+def _numbers(samples: Sequence[Mapping[str, Any]], key: str) -> list[float]:
+    return [float(s[key]) for s in samples
+            if isinstance(s.get(key), (int, float)) and not isinstance(s.get(key), bool)]
+
+
+def spread(values: Sequence[float]) -> float | None:
+    """(max - min) / median of ``values``, or None: fewer than 2, or a median of 0."""
+    if len(values) < 2:
+        return None
+    middle = statistics.median(values)
+    return (max(values) - min(values)) / middle if middle else None
+
+
+def _fmt(key: str, value: float) -> str:
+    return f"{value:,.0f} ops/s" if key == FIGURES["ops"] else f"{value:,.1f} µs"
+
+
+def _range(key: str, values: Sequence[float]) -> str:
+    low, high = min(values), max(values)
+    if key == FIGURES["ops"]:
+        return f"{low:,.0f}-{high:,.0f} ops/s"
+    return f"{low:,.1f}-{high:,.1f} µs"
+
+
+def why_unstable(samples: Sequence[Mapping[str, Any]], key: str) -> str:
+    """Why the runs of ``key`` moved, from the samples alone: how the values fall (one run
+    apart, two groups, or spread), the machine's load average and the other processes' share
+    of its CPU during the runs (the worst run's), whether the client's or the server's CPU per
+    operation moved with it, and the pinning."""
+    values = [float(s[key]) for s in samples]
+    worse_high = key != FIGURES["ops"]
+    worst = max(range(len(values)), key=lambda i: values[i] if worse_high else -values[i])
+    ordered = sorted(values)
+    gap, cut = max((ordered[i + 1] - ordered[i], i + 1) for i in range(len(ordered) - 1))
+    low, high = ordered[:cut], ordered[cut:]
+    reasons: list[str] = []
+    if gap >= 0.5 * (ordered[-1] - ordered[0]) and (len(low) == 1 or len(high) == 1):
+        lone, rest = (low, high) if len(low) == 1 else (high, low)
+        reasons.append(f"one run of {len(values)} at {_fmt(key, lone[0])}, the others "
+                       f"{_range(key, rest)}")
+    elif gap >= 0.5 * (ordered[-1] - ordered[0]):
+        reasons.append(f"two groups: {len(low)} runs {_range(key, low)}, {len(high)} "
+                       f"{_range(key, high)}")
+    else:
+        reasons.append(f"spread over {_range(key, ordered)}")
+    loads = [float(v) for v in (s.get("load_1m") for s in samples)
+             if isinstance(v, (int, float))]
+    if len(loads) == len(values) and min(loads) == max(loads):
+        reasons.append(f"load average {loads[0]:.1f} in every run")
+    elif len(loads) == len(values):
+        at = "the highest" if loads[worst] == max(loads) else f"{loads[worst]:.1f}"
+        reasons.append(f"load average {min(loads):.1f}-{max(loads):.1f} ({at} in the worst run)")
+    else:
+        reasons.append("no load average recorded")
+    others = _numbers(samples, "others_cpu_share")
+    if len(others) == len(values):
+        reasons.append(f"other processes used {min(others):.0%}-{max(others):.0%} of the "
+                       f"machine's CPU (the worst run: {others[worst]:.0%})")
+    for other, name in ((FIGURES["cpu"], "client"), (FIGURES["server"], "server")):
+        if other == key:
+            continue
+        moved = _numbers(samples, other)
+        if len(moved) != len(values):
+            continue
+        share = spread(moved)
+        if share is not None and share > UNSTABLE:
+            reasons.append(f"the {name}'s CPU per op moved too ({_range(other, moved)})")
+        elif key == FIGURES["ops"] and name == "client":
+            reasons.append(f"the client's CPU per op held ({_range(other, moved)}): the wall "
+                           "time moved, not the client's work")
+    pinned = [s.get("pinning") for s in samples]
+    if all(p is None for p in pinned):
+        reasons.append("pinning not recorded")
+    elif len({json.dumps(p, sort_keys=True) for p in pinned}) > 1:
+        reasons.append("the pinning changed between runs")
+    return "; ".join(reasons)
+
+
+def summarize(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A row's figures from its samples (each: ``ops_per_s``, ``client_cpu_us_per_op``,
+    ``server_cpu_us_per_op``, and what the harness recorded about the machine): ``runs``,
+    the median, min and max of each figure, and ``unstable``: for each figure whose runs moved
+    more than :data:`UNSTABLE` of its median, why (:func:`why_unstable`)."""
+    out: dict[str, Any] = {"runs": len(samples)}
+    unstable: dict[str, str] = {}
+    for key in FIGURES.values():
+        values = _numbers(samples, key)
+        if not values:
+            out.update({f"median_{key}": None, f"min_{key}": None, f"max_{key}": None})
+            continue
+        out.update({f"median_{key}": round(statistics.median(values), 2),
+                    f"min_{key}": round(min(values), 2), f"max_{key}": round(max(values), 2)})
+        share = spread(values)
+        if key != FIGURES["server"] and share is not None and share > UNSTABLE:
+            unstable[key] = why_unstable(samples, key)
+    out["unstable"] = unstable
+    return out
+
+
+def upgrade(document: Mapping[str, Any]) -> dict[str, Any]:
+    """A results document of the older shape (best of the runs) in this one: every row's
+    figures recomputed from its samples (kept as they are), the config saying so."""
+    config = {k: v for k, v in document["config"].items() if k != "repeats"}
+    runs = document["config"].get("repeats", config.get("runs"))
+    results = []
+    for row in document["results"]:
+        if "error" in row or not row.get("samples"):
+            results.append(dict(row))
+            continue
+        kept = {k: v for k, v in row.items() if k not in _OLD_KEYS and k != "samples"}
+        results.append({**kept, **summarize(row["samples"]), "samples": row["samples"]})
+    return {**document, "config": {**config, "statistic": STATISTIC, "runs": runs},
+            "results": results}
+
+
+_OLD_KEYS = {"best_ops_per_s", "median_ops_per_s", "client_cpu_us_per_op",
+             "median_client_cpu_us_per_op", "server_cpu_us_per_op"}
+
+
+# -- the targets of issue 22 -------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Part:
-    """One measured ratio: ``mine`` / ``other`` of ``metric`` within one protocol's results.
+    """One measured ratio: ``mine`` / ``other`` of ``metric`` within one protocol's results,
+    a ratio of the two rows' medians.
 
     ``metric`` "cpu": client CPU µs per operation, met when the ratio is <= ``threshold``;
     "ops": operations per second (wall), met when the ratio is >= ``threshold``."""
@@ -100,18 +246,19 @@ class Part:
     label: str = ""  #: names the part when a target has several
 
 
+Documents = Mapping[str, Mapping[str, Any]]
+
+
 @dataclass(frozen=True)
 class Target:
-    """A row of issue 13's table: met when every part is."""
+    """A row of issue 22's table: met when every part is. ``bound`` says, from the numbers
+    of the same run, what holds the figure where it is (met or missed)."""
 
     scenario: str
     parts: tuple[Part, ...]
     target: str
     note: str = ""
-    #: What holds the row back when it is missed (shown then), and ratios of the same run
-    #: that show it.
-    bound: str = ""
-    context: tuple[Part, ...] = ()
+    bound: Callable[[Documents], str] | None = None
 
 
 def _one(protocol: str, mine: tuple[str, str], other: tuple[str, str], metric: str,
@@ -119,104 +266,185 @@ def _one(protocol: str, mine: tuple[str, str], other: tuple[str, str], metric: s
     return Part(protocol, mine, other, metric, threshold, label)
 
 
+def _row(documents: Documents, protocol: str, key: tuple[str, str]) -> Mapping[str, Any] | None:
+    row = _rows(documents, protocol).get(key)
+    return None if row is None or "error" in row else row
+
+
+def _median(documents: Documents, protocol: str, key: tuple[str, str], figure: str
+            ) -> float | None:
+    row = _row(documents, protocol, key)
+    value = None if row is None else row.get(f"median_{FIGURES[figure]}")
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def busy_shares(documents: Documents, protocol: str, key: tuple[str, str]
+                ) -> tuple[float, float | None, float | None] | None:
+    """The median share of the wall time the client's and the server's CPU were busy over
+    ``key``'s runs (1.0: one CPU all the time), and of all the machine's CPU the other
+    processes used (None: not recorded), from its samples."""
+    row = _row(documents, protocol, key)
+    if row is None:
+        return None
+    client, server, others = [], [], []
+    for s in row.get("samples") or ():
+        if isinstance(s.get("others_cpu_share"), (int, float)):
+            others.append(float(s["others_cpu_share"]))
+        ops, cpu, srv = (s.get(k) for k in FIGURES.values())
+        if not isinstance(ops, (int, float)) or not isinstance(cpu, (int, float)):
+            continue
+        client.append(cpu * ops / 1e6)
+        if isinstance(srv, (int, float)):
+            server.append(srv * ops / 1e6)
+    if not client:
+        return None
+    return (statistics.median(client), statistics.median(server) if server else None,
+            statistics.median(others) if others else None)
+
+
+def _busy_text(documents: Documents, protocol: str, key: tuple[str, str], name: str) -> str:
+    """What bounds a wall figure: the client's or the server's CPU when either was busy 80%
+    of the wall time or more (the busier one); else the other processes when they used half
+    the machine's CPU or more; else the round trips."""
+    shares = busy_shares(documents, protocol, key)
+    if shares is None:
+        return f"{name}: not measured"
+    client, server, others = shares
+    text = f"{name}: client CPU busy {client:.0%} of the wall time, server " + (
+        "?" if server is None else f"{server:.0%}") + (
+        "" if others is None else f", other processes {others:.0%} of the machine")
+    if server is not None and server >= 0.8 and server >= client:
+        return f"{text}: the server's CPU"
+    if client >= 0.8:
+        return f"{text}: the client's CPU"
+    if others is not None and others >= 0.5:
+        return f"{text}: the other processes"
+    return f"{text}: neither is busy, the round trips (wake-ups on loopback)"
+
+
+def _cpu_over(documents: Documents, protocol: str, scenario: str,
+              clients: Sequence[tuple[str, str]], floor: str, floor_name: str) -> str:
+    """Each client's CPU per op above the ``floor`` row's (the raw socket's): what its own
+    code costs per call."""
+    base = _median(documents, protocol, (scenario, floor), "cpu")
+    if base is None:
+        return f"{floor_name} not measured"
+    parts = []
+    for client, name in clients:
+        mine = _median(documents, protocol, (scenario, client), "cpu")
+        parts.append(f"{name} not measured" if mine is None
+                     else f"{name} {mine - base:+.1f} µs/op")
+    return f"client CPU over the {floor_name}'s {base:.1f} µs/op: " + ", ".join(parts)
+
+
+def _peer_bound(protocol: str, scenarios: Sequence[tuple[str, str]], peer: str,
+                peer_name: str, floor: str, floor_name: str) -> Callable[[Documents], str]:
+    """For a CPU target against a peer library: each one's CPU above the raw socket's, and
+    who spends more of their own per call."""
+
+    def bound(documents: Documents) -> str:
+        out = []
+        for scenario, label in scenarios:
+            text = _cpu_over(documents, protocol, scenario,
+                             [("jobwire-sync", "jobwire"), (peer, peer_name)], floor, floor_name)
+            mine = _median(documents, protocol, (scenario, "jobwire-sync"), "cpu")
+            theirs = _median(documents, protocol, (scenario, peer), "cpu")
+            if mine is not None and theirs is not None:
+                more = "more" if mine > theirs else "less"
+                text += (f": jobwire's own code per call costs {abs(mine - theirs):.1f} µs "
+                         f"{more} than {peer_name}'s")
+            out.append(f"{label}{text}")
+        return "; ".join(out)
+
+    return bound
+
+
+def _async_bound(documents: Documents) -> str:
+    out = []
+    for scenario, label in (("put", "put"), ("reserve_delete", "r+d")):
+        sync = _median(documents, "beanstalk", (scenario, "jobwire-sync"), "cpu")
+        aio = _median(documents, "beanstalk", (scenario, "jobwire-asyncio"), "cpu")
+        raw = _median(documents, "beanstalk", (scenario, "raw-seq"), "cpu")
+        raw_aio = _median(documents, "beanstalk", (scenario, "raw-asyncio"), "cpu")
+        if None in (sync, aio, raw, raw_aio):
+            out.append(f"{label}: not measured")
+            continue
+        assert sync is not None and aio is not None and raw is not None and raw_aio is not None
+        loop, own = raw_aio - raw, (aio - sync) - (raw_aio - raw)
+        out.append(f"{label}: asyncio adds {aio - sync:+.1f} µs/op to jobwire; the event "
+                   f"loop's floor (a raw socket on asyncio over a blocking one) {loop:+.1f}, "
+                   f"jobwire's async path {own:+.1f} beyond it")
+    return "; ".join(out)
+
+
+def _worker_bound(documents: Documents) -> str:
+    out = []
+    for scenario, label in (("worker_noop", "idle"), ("worker_noop_busy", "core shared")):
+        mine = _median(documents, "beanstalk", (scenario, "worker-asyncio"), "cpu")
+        raw = _median(documents, "beanstalk", (scenario, "raw-pipe"), "cpu")
+        cpu = ("CPU/job not measured" if mine is None or raw is None else
+               f"client CPU/job {mine:.1f} vs {raw:.1f} µs ({mine - raw:+.1f})")
+        out.append(f"{label}: {cpu}; " + _busy_text(documents, "beanstalk",
+                                                    (scenario, "worker-asyncio"), "worker"))
+    return "; ".join(out)
+
+
+def _wall_bound(protocol: str, rows: Sequence[tuple[tuple[str, str], str]]
+                ) -> Callable[[Documents], str]:
+    def bound(documents: Documents) -> str:
+        return "; ".join(_busy_text(documents, protocol, key, name) for key, name in rows)
+
+    return bound
+
+
 TARGETS: tuple[Target, ...] = (
     Target("beanstalk sync `put`, one at a time, CPU/op",
            (_one("beanstalk", ("put", "jobwire-sync"), ("put", "greenstalk"), "cpu", 1.0),),
            "<= 1.0x greenstalk",
-           bound="a few µs of Python per call that greenstalk does not spend: the command "
-                 "is a typed, validated object and its reply goes through the FIFO that lets "
-                 "one connection pipeline and be shared; both clients over the raw socket:",
-           context=(_one("beanstalk", ("put", "jobwire-sync"), ("put", "raw-seq"), "cpu", 0,
-                         "jobwire"),
-                    _one("beanstalk", ("put", "greenstalk"), ("put", "raw-seq"), "cpu", 0,
-                         "greenstalk"))),
+           bound=_peer_bound("beanstalk", [("put", "")], "greenstalk", "greenstalk", "raw-seq",
+                             "raw socket")),
     Target("beanstalk sync reserve+delete, CPU/op",
            (_one("beanstalk", ("reserve_delete", "jobwire-sync"),
                  ("reserve_delete", "greenstalk"), "cpu", 1.0),),
            "<= 1.0x greenstalk",
-           bound="as for put: the typed command and the reply FIFO; over the raw socket:",
-           context=(_one("beanstalk", ("reserve_delete", "jobwire-sync"),
-                         ("reserve_delete", "raw-seq"), "cpu", 0, "jobwire"),
-                    _one("beanstalk", ("reserve_delete", "greenstalk"),
-                         ("reserve_delete", "raw-seq"), "cpu", 0, "greenstalk"))),
+           bound=_peer_bound("beanstalk", [("reserve_delete", "")], "greenstalk", "greenstalk",
+                             "raw-seq", "raw socket")),
     Target("beanstalk async put / r+d, CPU/op (asyncio)",
            (_one("beanstalk", ("put", "jobwire-asyncio"), ("put", "jobwire-sync"), "cpu", 1.3,
                  "put"),
             _one("beanstalk", ("reserve_delete", "jobwire-asyncio"),
                  ("reserve_delete", "jobwire-sync"), "cpu", 1.3, "r+d")),
-           "<= 1.3x sync",
-           bound="the event loop: each reply is a wait, two passes of the loop and a task "
-                 "switch that a blocking recv does not pay. A raw socket on asyncio (registered "
-                 "once, no anyio, no parsing: the floor of any asyncio client) over the same "
-                 "raw socket blocking:",
-           context=(_one("beanstalk", ("put", "raw-asyncio"), ("put", "raw-seq"), "cpu", 0,
-                         "put"),
-                    _one("beanstalk", ("reserve_delete", "raw-asyncio"),
-                         ("reserve_delete", "raw-seq"), "cpu", 0, "r+d"))),
-    Target("AsyncWorker no-op, c=64, one connection, wall",
+           "<= 1.3x sync", bound=_async_bound),
+    Target("AsyncWorker no-op, c=64, one connection: client CPU/job and wall",
            (_one("beanstalk", ("worker_noop", "worker-asyncio"), ("worker_noop", "raw-pipe"),
-                 "ops", 0.6, "idle"),
+                 "cpu", 2.0, "idle CPU"),
+            _one("beanstalk", ("worker_noop", "worker-asyncio"), ("worker_noop", "raw-pipe"),
+                 "ops", 0.6, "idle wall"),
             _one("beanstalk", ("worker_noop_busy", "worker-asyncio"),
-                 ("worker_noop_busy", "raw-pipe"), "ops", 0.6, "one core busy")),
-           ">= 0.6x the raw windowed reserve+delete, in every load state",
-           "two load states of this run: as it found the machine, and with a process spinning "
-           "on the benchmark's core",
-           bound="the worker's CPU per job (a reserve reply parsed, the handler run in a "
-                 "slot task, a delete sent and its reply matched) on a core it shares with "
-                 "the spinning process; its client CPU per job over the raw socket's, idle and "
-                 "busy:",
-           context=(_one("beanstalk", ("worker_noop", "worker-asyncio"),
-                         ("worker_noop", "raw-pipe"), "cpu", 0, "idle"),
-                    _one("beanstalk", ("worker_noop_busy", "worker-asyncio"),
-                         ("worker_noop_busy", "raw-pipe"), "cpu", 0, "busy"))),
-    Target("`put_many`, wall",
-           (_one("beanstalk", ("put_pipelined", "jobwire-sync"), ("put_pipelined", "raw-pipe"),
-                 "ops", 0.9),),
-           ">= 0.9x raw window",
-           bound="the client's CPU per put (a typed command, its Pending, a parsed reply) "
-                 "against beanstalkd's: pipelined, the two work side by side and the slower "
-                 "sets the pace; client CPU per put over the raw socket's:",
-           context=(_one("beanstalk", ("put_pipelined", "jobwire-sync"),
-                         ("put_pipelined", "raw-pipe"), "cpu", 0),)),
+                 ("worker_noop_busy", "raw-pipe"), "cpu", 2.0, "core shared CPU"),
+            _one("beanstalk", ("worker_noop_busy", "worker-asyncio"),
+                 ("worker_noop_busy", "raw-pipe"), "ops", 0.6, "core shared wall")),
+           "CPU <= 2x and wall >= 0.6x the raw windowed reserve+delete, idle and with its core "
+           "shared",
+           "core shared: a process spinning on the benchmark's core", bound=_worker_bound),
+    Target("bundled beanstalk server, pipelined put, wall",
+           (_one("beanstalk", ("bundled_put", "raw-pipe-bundled"), ("bundled_put", "raw-pipe"),
+                 "ops", 0.7),),
+           ">= 0.7x beanstalkd", "raw pipelined socket as the client",
+           bound=_wall_bound("beanstalk", [(("bundled_put", "raw-pipe-bundled"), "bundled"),
+                                          (("put_pipelined", "raw-pipe"), "beanstalkd")])),
     Target("Workq sync `add`, one at a time, wall",
            (_one("workq", ("add", "jobwire-sync"), ("add", "raw"), "ops", 0.8),),
            ">= 0.8x raw socket", "bundled server, not the real one",
-           bound="the client's CPU per add (a uuid4, a validated command, the reply FIFO) "
-                 "over the raw socket's, which sends prebuilt bytes:",
-           context=(_one("workq", ("add", "jobwire-sync"), ("add", "raw"), "cpu", 0),)),
-    Target("Workq async `add`, wall",
-           (_one("workq", ("add", "jobwire-async"), ("add", "raw"), "ops", 0.7),),
-           ">= 0.7x raw", "bundled server",
-           bound="the event loop, as for beanstalk's async row (the raw socket here is "
-                 "blocking); the async client's CPU per add over the sync client's:",
-           context=(_one("workq", ("add", "jobwire-async"), ("add", "jobwire-sync"), "cpu", 0),)),
-    Target("Workq `add_many` sync / async, wall",
-           (_one("workq", ("add_many", "jobwire-sync"), ("add_many", "raw"), "ops", 0.9,
-                 "sync"),
-            _one("workq", ("add_many", "jobwire-async"), ("add_many", "raw"), "ops", 0.8,
-                 "async")),
-           ">= 0.9x / 0.8x raw", "bundled server",
-           bound="the byte budget: at most 4096 unanswered bytes (about 30 adds, not the raw "
-                 "socket's 256), because Workq 0.2.0 misreads a payload whose CR and LF "
-                 "straddle its 4096-byte read buffer (docs/workq.md); kept as the default. "
-                 "With `max_bytes=None` (the raw socket's window alone):",
-           context=(_one("workq", ("add_many", "jobwire-sync-unbudgeted"), ("add_many", "raw"),
-                         "ops", 0, "sync"),
-                    _one("workq", ("add_many", "jobwire-async-unbudgeted"), ("add_many", "raw"),
-                         "ops", 0, "async"))),
-    Target("Gearman foreground round trip, async",
-           (_one("gearman", ("fg_1", "jobwire-async"), ("fg_1", "pygearman"), "ops", 1.3),),
-           ">= 1.3x pygearman",
-           bound="gearmand and the C worker: each round trip waits on both, whatever the "
-                 "client; the sync client and the raw socket over pygearman:",
-           context=(_one("gearman", ("fg_1", "jobwire-sync"), ("fg_1", "pygearman"), "ops", 0,
-                         "jobwire sync"),
-                    _one("gearman", ("fg_1", "raw"), ("fg_1", "pygearman"), "ops", 0,
-                         "raw"))),
-    Target("bundled beanstalk server, pipelined put",
-           (_one("beanstalk", ("bundled_put", "raw-pipe-bundled"), ("bundled_put", "raw-pipe"),
-                 "ops", 0.7),),
-           ">= 0.7x beanstalkd", "raw pipelined socket as the client"),
+           bound=_wall_bound("workq", [(("add", "jobwire-sync"), "jobwire"),
+                                      (("add", "raw"), "raw")])),
+    Target("qless put / pop+complete, CPU/op",
+           (_one("qless", ("put", "jobwire-sync"), ("put", "qless-py"), "cpu", 0.8, "put"),
+            _one("qless", ("pop_complete", "jobwire-sync"), ("pop_complete", "qless-py"),
+                 "cpu", 0.8, "pop+complete")),
+           "<= 0.8x qless-py (its Redis 7 fix)",
+           bound=_peer_bound("qless", [("put", "put: "), ("pop_complete", "pop+complete: ")],
+                             "qless-py", "qless-py", "raw", "raw socket")),
 )
 
 
@@ -227,6 +455,9 @@ class Measured:
     mine: float | None
     other: float | None
     why: str = ""  #: why it was not measured
+    unstable: bool = False  #: either figure's runs moved more than UNSTABLE
+    low: float | None = None  #: the ratio's range over the runs: mine's min / other's max ...
+    high: float | None = None  #: ... and mine's max / other's min
 
     @property
     def met(self) -> bool | None:
@@ -240,40 +471,44 @@ class Measured:
         prefix = f"{self.part.label} " if self.part.label else ""
         if self.ratio is None or self.mine is None or self.other is None:
             return f"{prefix}not measured ({self.why})"
+        flag = ", unstable" if self.unstable else ""
         if self.part.metric == "cpu":
-            return f"{prefix}{self.ratio:.2f}x ({self.mine:.1f} vs {self.other:.1f} µs)"
-        return f"{prefix}{self.ratio:.2f}x ({self.mine:,.0f} vs {self.other:,.0f} ops/s)"
+            return f"{prefix}{self.ratio:.2f}x ({self.mine:.1f} vs {self.other:.1f} µs{flag})"
+        return f"{prefix}{self.ratio:.2f}x ({self.mine:,.0f} vs {self.other:,.0f} ops/s{flag})"
 
 
-def _rows(documents: Mapping[str, Mapping[str, Any]], protocol: str
-          ) -> dict[tuple[str, str], Mapping[str, Any]]:
+def _rows(documents: Documents, protocol: str) -> dict[tuple[str, str], Mapping[str, Any]]:
     document = documents.get(protocol)
     if document is None:
         return {}
     return {(row["scenario"], row["client"]): row for row in document["results"]}
 
 
-def measure(part: Part, documents: Mapping[str, Mapping[str, Any]]) -> Measured:
-    """The value of ``part`` in ``documents`` (protocol -> results document)."""
+def measure(part: Part, documents: Documents) -> Measured:
+    """The value of ``part`` in ``documents`` (protocol -> results document): the ratio of
+    the two rows' medians, and its range over their runs."""
     if part.protocol not in documents:
         return Measured(part, None, None, None, f"no {part.protocol}.json")
     rows = _rows(documents, part.protocol)
-    key = "client_cpu_us_per_op" if part.metric == "cpu" else "best_ops_per_s"
-    values: list[float] = []
+    key = FIGURES[part.metric]
+    values: list[tuple[float, float, float]] = []
+    unstable = False
     for scenario, client in (part.mine, part.other):
         row = rows.get((scenario, client))
         if row is None:
             return Measured(part, None, None, None, f"no {scenario}/{client} row")
-        value = row.get(key)
-        if not isinstance(value, (int, float)) or value <= 0:
+        triple = _triple(row, key)
+        if triple is None:
             return Measured(part, None, None, None,
                             f"{scenario}/{client}: {row.get('error') or 'no ' + key}")
-        values.append(float(value))
-    return Measured(part, values[0] / values[1], values[0], values[1])
+        values.append(triple)
+        unstable = unstable or key in (row.get("unstable") or {})
+    (mine, mine_low, mine_high), (other, other_low, other_high) = values
+    return Measured(part, mine / other, mine, other, unstable=unstable,
+                    low=mine_low / other_high, high=mine_high / other_low)
 
 
-def evaluate(target: Target, documents: Mapping[str, Mapping[str, Any]]
-             ) -> tuple[list[Measured], bool | None]:
+def evaluate(target: Target, documents: Documents) -> tuple[list[Measured], bool | None]:
     """Every part measured, and whether the target is met (None: a part was not measured)."""
     parts = [measure(part, documents) for part in target.parts]
     verdicts = [p.met for p in parts]
@@ -286,8 +521,7 @@ def _verdict(met: bool | None) -> str:
     return {True: "met", False: "**missed**", None: "not measured"}[met]
 
 
-def target_lines(documents: Mapping[str, Mapping[str, Any]], only: str | None = None
-                 ) -> list[str]:
+def target_lines(documents: Documents, only: str | None = None) -> list[str]:
     """One line per target (of protocol ``only``'s, when given) for a terminal."""
     lines = []
     for target in TARGETS:
@@ -297,6 +531,113 @@ def target_lines(documents: Mapping[str, Mapping[str, Any]], only: str | None = 
         verdict = {True: "MET   ", False: "MISSED", None: "n/a   "}[met]
         lines.append(f"{verdict} {target.scenario}: {'; '.join(p.text() for p in parts)} "
                      f"(target {target.target})")
+        if met is not None:
+            lines.append(f"       bound: {bound_text(target, documents)}")
+    return lines
+
+
+# -- checking a quick run against the published figures ---------------------------------------
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One published figure against a new run of it."""
+
+    figure: str
+    published: tuple[float, float, float] | None  #: median, min, max
+    run: tuple[float, float, float] | None  #: None: the run did not measure it
+    unit: str  #: "ops/s", "µs" or "x"
+    run_unstable: bool = False
+
+    @property
+    def window(self) -> tuple[float, float] | None:
+        """The range a run's median must fall in: the published [min, max] widened on each
+        side by :data:`TOLERANCE` of the published median."""
+        if self.published is None:
+            return None
+        median, low, high = self.published
+        return low - TOLERANCE * median, high + TOLERANCE * median
+
+    @property
+    def reproduced(self) -> bool | None:
+        if self.run is None or self.window is None:
+            return None
+        low, high = self.window
+        return low <= self.run[0] <= high
+
+    def text(self) -> str:
+        if self.run is None:
+            return "not run"
+        if self.reproduced:
+            verdict = "reproduced"
+        else:
+            assert self.window is not None
+            side = "higher" if self.run[0] > self.window[1] else "lower"
+            verdict = f"**NOT reproduced** ({side})"
+        return verdict + (" (this run unstable)" if self.run_unstable else "")
+
+
+def _triple(row: Mapping[str, Any], key: str) -> tuple[float, float, float] | None:
+    values = [row.get(f"{k}_{key}") for k in ("median", "min", "max")]
+    if not all(isinstance(v, (int, float)) and v > 0 for v in values):
+        return None
+    return float(values[0]), float(values[1]), float(values[2])  # type: ignore[arg-type]
+
+
+def compare(published: Documents, run: Documents) -> list[Verdict]:
+    """Every figure the page shows from ``published`` (each row's median ops/s and client
+    CPU µs/op, except the rows that repeat another's runs, and each target's ratios) against
+    the same figure in ``run``; a protocol ``run`` does not hold is skipped (not asked for)."""
+    out: list[Verdict] = []
+    for protocol in PROTOCOLS:
+        if protocol not in published or protocol not in run:
+            continue
+        mine = _rows(run, protocol)
+        for row in published[protocol]["results"]:
+            if "error" in row or row.get("note"):
+                continue
+            again = mine.get((row["scenario"], row["client"]))
+            if again is not None and "error" in again:
+                again = None
+            for metric, unit in (("ops", "ops/s"), ("cpu", "µs")):
+                key = FIGURES[metric]
+                out.append(Verdict(
+                    f"{protocol} {row['scenario']}/{row['client']} "
+                    f"{'ops/s' if metric == 'ops' else 'client CPU µs/op'}",
+                    _triple(row, key), None if again is None else _triple(again, key), unit,
+                    again is not None and key in (again.get("unstable") or {})))
+    for target in TARGETS:
+        if any(p.protocol not in published or p.protocol not in run for p in target.parts):
+            continue
+        for part in target.parts:
+            then, now = measure(part, published), measure(part, run)
+            name = f"target: {target.scenario}" + (f", {part.label}" if part.label else "")
+            out.append(Verdict(
+                name,
+                None if then.ratio is None else (then.ratio, then.low or 0, then.high or 0),
+                None if now.ratio is None else (now.ratio, now.low or 0, now.high or 0),
+                "x", now.unstable))
+    return out
+
+
+def _show(value: tuple[float, float, float] | None, unit: str, spread_too: bool = True) -> str:
+    if value is None:
+        return "-"
+    digits = 0 if unit == "ops/s" else 2 if unit == "x" else 1
+    median, low, high = value
+    text = f"{median:,.{digits}f}" + ("x" if unit == "x" else "")
+    if spread_too:
+        text += f" ({low:,.{digits}f}-{high:,.{digits}f})"
+    return text
+
+
+def check_table(verdicts: Sequence[Verdict]) -> list[str]:
+    """The verdicts as a Markdown table."""
+    lines = ["| figure | published median (min-max) | this run's median (min-max) | verdict |",
+             "|---|--:|--:|---|"]
+    for v in verdicts:
+        lines.append(f"| {_cell(v.figure)} | {_show(v.published, v.unit)} | "
+                     f"{_show(v.run, v.unit)} | {v.text()} |")
     return lines
 
 
@@ -310,15 +651,18 @@ def _check(document: object, name: str) -> Mapping[str, Any]:
         if not isinstance(document.get(key), kind):
             raise ReportError(f"{name}: no {key!r} (written by an older benchmark script? "
                               "run scripts/bench again)")
+    wanted = [f"{k}_{v}" for v in (FIGURES["ops"], FIGURES["cpu"]) for k in ("median", "min",
+                                                                              "max")]
     for i, row in enumerate(document["results"]):
         if not isinstance(row, Mapping) or not all(
                 isinstance(row.get(k), str) for k in ("scenario", "client", "label")):
             raise ReportError(f"{name}: results[{i}] lacks scenario, client or label")
-        if "error" not in row and not all(
-                isinstance(row.get(k), (int, float))
-                for k in ("best_ops_per_s", "client_cpu_us_per_op")):
-            raise ReportError(f"{name}: results[{i}] has no best_ops_per_s or "
-                              "client_cpu_us_per_op")
+        if "error" not in row and not (
+                all(isinstance(row.get(k), (int, float)) for k in wanted)
+                and isinstance(row.get("samples"), list)):
+            raise ReportError(f"{name}: results[{i}] has no median, min and max of ops/s and "
+                              "client CPU with its samples (written by an older benchmark "
+                              "script? run scripts/bench again)")
     return document
 
 
@@ -396,34 +740,56 @@ def _cpus(value: object) -> str:
     return ",".join(str(c) for c in value) if isinstance(value, list) else "?"
 
 
-def _statistic(documents: Mapping[str, Mapping[str, Any]]) -> str:
-    repeats = sorted({str(d["config"].get("repeats", "?")) for d in documents.values()})
-    return (f"Each number is the best of {' / '.join(repeats)} timed run(s) of that client, "
-            "each run against its own fresh server process on 127.0.0.1: the highest ops/s "
-            "and, separately, the lowest client CPU µs per operation (`time.process_time()` "
-            "of the benchmark process: all its threads, syscalls included; it moves much less "
-            "with the machine's load than wall time does). Server CPU is the server process's, "
-            "from `/proc`. Ratios are of these best values.")
+def _runs(config: Mapping[str, Any]) -> str:
+    return str(config.get("runs", config.get("repeats", "?")))
 
 
-def bound_text(target: Target, documents: Mapping[str, Mapping[str, Any]]) -> str:
-    """What holds ``target`` back, with its context ratios from ``documents``."""
-    context = "; ".join(measure(part, documents).text() for part in target.context)
-    return f"{target.bound} {context}".strip()
+def _statistic(documents: Documents) -> str:
+    runs = sorted({_runs(d["config"]) for d in documents.values()})
+    return (f"Each figure is the **median of {' / '.join(runs)} timed runs** of that client, "
+            "interleaved (round-robin over the clients of a scenario: run 1 of every client, "
+            "then run 2 ...), each run against its own fresh server process on 127.0.0.1, "
+            "with the lowest and highest run in parentheses. Client CPU is "
+            "`time.process_time()` of the benchmark process (all its threads, syscalls "
+            "included; it moves much less with the machine's load than wall time does); "
+            "server CPU is the server process's, from `/proc`. Ratios (the \"vs\" columns "
+            "and the targets) are ratios of medians. A figure whose runs spread by more than "
+            f"{UNSTABLE:.0%} of its median ((max - min) / median > {UNSTABLE}) is marked "
+            "*unstable*, and the list under its table says why, from what each run recorded: "
+            "how the runs fall, the machine's 1-minute load average and the other processes' "
+            "share of its CPU during each run, whether the client's or the server's CPU per "
+            "operation moved with it, and the pinning.")
 
 
-def targets_table(documents: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    lines = ["| scenario (issue 13) | measured | target | | what bounds it (when missed) |",
+def bound_text(target: Target, documents: Documents) -> str:
+    """What holds ``target``'s figure where it is, from the numbers in ``documents``."""
+    return "" if target.bound is None else target.bound(documents)
+
+
+def targets_table(documents: Documents) -> list[str]:
+    lines = ["| scenario (issue 22) | measured (ratio of medians) | target | | what bounds it "
+             "(this run) |",
              "|---|---|---|---|---|"]
     for target in TARGETS:
         parts, met = evaluate(target, documents)
         measured = "; ".join(p.text() for p in parts)
         if target.note:
             measured += f" ({target.note})"
-        bound = bound_text(target, documents) if met is False else ""
+        bound = bound_text(target, documents) if met is not None else ""
         lines.append(f"| {_cell(target.scenario)} | {_cell(measured)} | "
                      f"{_cell(target.target)} | {_verdict(met)} | {_cell(bound)} |")
     return lines
+
+
+def _figure(row: Mapping[str, Any], key: str, digits: int) -> str:
+    """A row's median of ``key`` with its (min-max), marked when unstable."""
+    median, low, high = (row.get(f"{k}_{key}") for k in ("median", "min", "max"))
+    text = _num(median, digits)
+    if row.get("runs", 0) > 1 and isinstance(low, (int, float)):
+        text += f" ({_num(low, digits)}-{_num(high, digits)})"
+    if key in (row.get("unstable") or {}):
+        text += " *unstable*"
+    return text
 
 
 def protocol_table(protocol: str, document: Mapping[str, Any], source: str) -> list[str]:
@@ -434,14 +800,17 @@ def protocol_table(protocol: str, document: Mapping[str, Any], source: str) -> l
     quick = ", **quick run**" if config.get("quick") else ""
     lines = [
         f"**{protocol}** ({server}; `{source}/{protocol}.json`, {_date(document)}, "
-        f"best of {config.get('repeats', '?')}{quick}). {NOTES[protocol]}",
+        f"median of {_runs(config)} runs{quick}). {NOTES[protocol]}",
         "",
-        "| scenario | client | N | ops/s | client CPU µs/op | server CPU µs/op "
-        "| vs (ops/s, CPU) |",
+        "| scenario | client | N | ops/s, median (min-max) | client CPU µs/op, median "
+        "(min-max) | server CPU µs/op, median | vs, ratio of medians (ops/s, CPU) |",
         "|---|---|--:|--:|--:|--:|---|",
     ]
     rows = {(r["scenario"], r["client"]): r for r in document["results"]}
+    unstable: list[str] = []
     shown = ""
+    ops, cpu = FIGURES["ops"], FIGURES["cpu"]
+    server = f"median_{FIGURES['server']}"
     for row in document["results"]:
         scenario = row["scenario"]
         title = "" if scenario == shown else titles.get(scenario, scenario)
@@ -457,13 +826,22 @@ def protocol_table(protocol: str, document: Mapping[str, Any], source: str) -> l
         base_scenario, _, base_client = str(row.get("baseline") or "").partition("/")
         base = rows.get((base_scenario, base_client))
         if base is not None and "error" not in base:
-            versus = (f"{row['best_ops_per_s'] / base['best_ops_per_s']:.2f}x, "
-                      f"{row['client_cpu_us_per_op'] / base['client_cpu_us_per_op']:.2f}x "
+            versus = (f"{row[f'median_{ops}'] / base[f'median_{ops}']:.2f}x, "
+                      f"{row[f'median_{cpu}'] / base[f'median_{cpu}']:.2f}x "
                       f"{base['label']}")
         lines.append(
             f"| {_cell(title)} | {_cell(label)} | {_num(row.get('n'))} | "
-            f"{_num(row['best_ops_per_s'])} | {_num(row['client_cpu_us_per_op'], 1)} | "
-            f"{_num(row.get('server_cpu_us_per_op'), 1)} | {_cell(versus)} |")
+            f"{_figure(row, ops, 0)} | {_figure(row, cpu, 1)} | "
+            f"{_num(row.get(server), 1)} | {_cell(versus)} |")
+        if row.get("note"):
+            continue  # the same runs as another row: said there
+        for figure, name in ((ops, "ops/s"), (cpu, "client CPU/op")):
+            why = (row.get("unstable") or {}).get(figure)
+            if why:
+                unstable.append(f"- {scenario} / {row['label']}, {name}: {why}")
+    if unstable:
+        lines += ["", f"Unstable figures ({_runs(config)} runs spread by more than "
+                      f"{UNSTABLE:.0%} of the median), and why:", "", *unstable]
     return lines
 
 
@@ -496,7 +874,7 @@ def scaling_lines(document: Mapping[str, Any], digest: str, source: str) -> list
         if not isinstance(line, Mapping):
             continue
         scan = str(line.get("scan", "?"))
-        key, unit = SCALING_VALUES.get(scan, ("best_ops_per_s", "ops/s"))
+        key, unit = SCALING_VALUES.get(scan, ("median_ops_per_s", "ops/s"))
         points = [p for p in line.get("points") or () if isinstance(p, Mapping)]
         if not points:
             continue
@@ -537,13 +915,17 @@ def render(documents: Mapping[str, Mapping[str, Any]], source: str = "benchmarks
         f"Every number below comes from `{source}/` ({files}); "
         f"machine: {' | '.join(machines)}."
         + (f" Not recorded: {', '.join(missing)}." if missing else "")
-        + (f" **Quick runs** (small counts, 1 repeat; smoke numbers): {', '.join(quick)}."
+        + (f" **Quick runs** (small counts, fewer runs; smoke numbers): {', '.join(quick)}."
            if quick else ""),
         "",
         _statistic(documents),
         "",
-        "Issue 13's targets (CPU/op: lower is better, met at or under the target; wall: ops/s, "
-        "met at or over it):",
+        "Issue 22's targets, as medians of one run (CPU/op: lower is better, met at or under "
+        "the target; wall: ops/s, met at or over it). \"What bounds it\" is computed from the "
+        "same run, for met and missed rows alike: for a CPU target, each client's CPU per "
+        "operation above the raw socket's (what its own code costs per call); for a wall "
+        "target, the share of the wall time the client's and the server's CPU were busy (the "
+        "median over the runs; 80% or more: that CPU is the bound, else the round trips):",
         "",
         *targets_table(documents),
     ]

@@ -31,10 +31,9 @@ threads, syscalls included -- and ops/s or MB/s; the raw socket side by side in 
 
 How it measures: every timed run gets its own server process on a free 127.0.0.1 port, stopped
 right after (and on any error), and a connection set up (and warmed with a few operations)
-before the clock starts. At each point every client runs ``--repeats`` (3) times round-robin;
-ops/s and MB/s are the best run, CPU µs/op separately the lowest of the runs (it moves far
-less than wall time when other work shares the machine); the JSON also keeps the medians and
-every sample (``--quick``: ``results/quick/scaling.json``).
+before the clock starts. At each point every client runs ``--runs`` (5; 3 with ``--quick``)
+times round-robin; each figure (ops/s, MB/s, CPU µs/op) is the median of the runs, with the
+lowest and highest, and every sample is kept (``--quick``: ``results/quick/scaling.json``).
 """
 
 from __future__ import annotations
@@ -47,7 +46,6 @@ import resource
 import shutil
 import signal
 import socket
-import statistics
 import struct
 import sys
 import tempfile
@@ -59,9 +57,12 @@ from pathlib import Path
 from typing import Any
 
 import beanstalk as bs_bench  # benchmarks/beanstalk.py: Raw, prefill, async_worker, PUT_LINE
+import report  # this folder: the statistic
 from _harness import (
     HOST,
+    QUICK_RUNS,
     RESULTS,
+    RUNS,
     Process,
     RawSocket,
     Sample,
@@ -709,29 +710,23 @@ IDLE_SERVERS = ["beanstalk-bundled", "beanstalkd", "gearman-bundled", "gearmand"
 
 
 def summarize(samples: Sequence[Sample], x: int, scan: str) -> dict[str, Any]:
-    """One point: the best ops/s (and MB/s) and, separately, the lowest CPU µs/op of the
-    runs; medians too; every sample."""
-    best = max(samples, key=lambda s: s.ops)
-    cpu = min(s.client_us for s in samples)
-    servers = [s.server_us for s in samples if s.server_us is not None]
-    point: dict[str, Any] = {
-        "x": x, "n": best.n,
-        "best_ops_per_s": round(best.ops, 1),
-        "median_ops_per_s": round(statistics.median(s.ops for s in samples), 1),
-        "client_cpu_us_per_op": round(cpu, 2),
-        "median_client_cpu_us_per_op": round(statistics.median(s.client_us for s in samples), 2),
-        "server_cpu_us_per_op": round(min(servers), 2) if servers else None,
-    }
+    """One point: the median of the runs' ops/s (and MB/s), client and server CPU µs/op,
+    each with the lowest and highest run, the unstable figures with why
+    (``report.summarize``), and every sample."""
+    point: dict[str, Any] = {"x": x, "n": samples[0].n,
+                             **report.summarize([s.to_json() for s in samples])}
     if scan == "body_size":
-        point["best_mb_per_s"] = round(best.ops * x / 1e6, 2)
-        point["client_cpu_us_per_mb"] = round(cpu / (x / 1e6), 2)
+        for k in ("median", "min", "max"):
+            point[f"{k}_mb_per_s"] = round(point[f"{k}_ops_per_s"] * x / 1e6, 2)
+        point["median_client_cpu_us_per_mb"] = round(
+            point["median_client_cpu_us_per_op"] / (x / 1e6), 2)
     if scan == "concurrency":
         point["ideal_ops_per_s"] = round(x / HANDLER_S, 1)
     point["samples"] = [s.to_json() for s in samples]
     return point
 
 
-def run_scan(scan: str, lines: Sequence[Line], repeats: int) -> list[dict[str, Any]]:
+def run_scan(scan: str, lines: Sequence[Line], runs: int) -> list[dict[str, Any]]:
     """Every point of ``lines``: at each x, run 1 of every line, then run 2, ..."""
     out: dict[str, dict[str, Any]] = {
         line.key: {"scan": scan, "system": line.system, "client": line.client,
@@ -741,17 +736,19 @@ def run_scan(scan: str, lines: Sequence[Line], repeats: int) -> list[dict[str, A
     for x in sorted({x for line in lines for x in line.xs}):
         here = [line for line in lines if x in line.xs]
         samples: dict[str, list[Sample]] = {line.key: [] for line in here}
-        for _ in range(repeats):
+        for _ in range(runs):
             for line in here:
                 with running(line.server, max(16 * MIB, x)) as srv:
                     samples[line.key].append(line.measure(srv, x, line.count(x)))
         for line in here:
             point = summarize(samples[line.key], x, scan)
             out[line.key]["points"].append(point)
-            rate = (f"{point['best_mb_per_s']:9,.1f} MB/s" if scan == "body_size"
-                    else f"{point['best_ops_per_s']:9,.0f} ops/s")
+            rate = (f"{point['median_mb_per_s']:9,.1f} MB/s" if scan == "body_size"
+                    else f"{point['median_ops_per_s']:9,.0f} ops/s")
             print(f"  {x:>10,}  {line.label:<50} {rate}  client CPU "
-                  f"{point['client_cpu_us_per_op']:10,.1f} µs/op", flush=True)
+                  f"{point['median_client_cpu_us_per_op']:10,.1f} µs/op (medians)"
+                  + "".join(f"; unstable {k}: {why}" for k, why in point["unstable"].items()),
+                  flush=True)
     return list(out.values())
 
 
@@ -773,14 +770,14 @@ def markdown(series: Sequence[dict[str, Any]]) -> str:
                                f"| {p['bytes_per_connection']:,} | {p['first_request_ms']} |")
             continue
         value = "MB/s" if scan == "body_size" else "ops/s"
-        out += [f"| series | {meta['x']} | best {value} | client CPU µs/op "
-                "| server CPU µs/op |", "|---|--:|--:|--:|--:|"]
+        out += [f"| series | {meta['x']} | median {value} | client CPU µs/op, median "
+                "| server CPU µs/op, median |", "|---|--:|--:|--:|--:|"]
         for s in lines:
             for p in s["points"]:
-                best = p["best_mb_per_s"] if scan == "body_size" else p["best_ops_per_s"]
-                server_cpu = p["server_cpu_us_per_op"]
-                out.append(f"| {s['label']} ({s['server']}) | {p['x']:,} | {best:,.1f} "
-                           f"| {p['client_cpu_us_per_op']:,.1f} "
+                rate = p["median_mb_per_s"] if scan == "body_size" else p["median_ops_per_s"]
+                server_cpu = p["median_server_cpu_us_per_op"]
+                out.append(f"| {s['label']} ({s['server']}) | {p['x']:,} | {rate:,.1f} "
+                           f"| {p['median_client_cpu_us_per_op']:,.1f} "
                            f"| {'?' if server_cpu is None else f'{server_cpu:,.1f}'} |")
     return "\n".join(out)
 
@@ -788,10 +785,11 @@ def markdown(series: Sequence[dict[str, Any]]) -> str:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true",
-                        help="fewer points and smaller counts, one timed run per point; writes "
-                        "to benchmarks/results/quick/scaling.json unless --out")
-    parser.add_argument("--repeats", type=int, default=None,
-                        help="timed runs per point (default 3; 1 with --quick)")
+                        help=f"fewer points and smaller counts, {QUICK_RUNS} timed runs per "
+                        "point; writes to benchmarks/results/quick/scaling.json unless --out")
+    parser.add_argument("--runs", "--repeats", dest="runs", type=int, default=None,
+                        help=f"interleaved timed runs per point; each figure is their median "
+                        f"(default {RUNS}; {QUICK_RUNS} with --quick)")
     parser.add_argument("--scans", "--scenarios", dest="scans", default=",".join(SCANS),
                         help="comma-separated subset of: " + ", ".join(SCANS))
     parser.add_argument("--clients", default="",
@@ -810,9 +808,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"unknown scan(s): {', '.join(unknown)}; choose from {', '.join(SCANS)}",
               file=sys.stderr)
         return 2
-    repeats = args.repeats if args.repeats is not None else (1 if args.quick else 3)
-    if repeats < 1:
-        print("--repeats must be >= 1", file=sys.stderr)
+    runs = args.runs if args.runs is not None else (QUICK_RUNS if args.quick else RUNS)
+    if runs < 1:
+        print("--runs must be >= 1", file=sys.stderr)
         return 2
     out: Path = args.out or (RESULTS / "quick" if args.quick else RESULTS) / "scaling.json"
     signal.signal(signal.SIGTERM, terminate)
@@ -826,7 +824,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             [find_binary("redis-server"), "--version"]).partition("v=")[2].split(" ")[0],
         "rlimit_nofile": str(nofile),
     }, ["anyio"])
-    print(f"# scaling benchmark{' (quick)' if args.quick else ''}: best of {repeats}; "
+    print(f"# scaling benchmark{' (quick)' if args.quick else ''}: median of {runs} runs; "
           f"{env['cpu_count']} CPUs, Python {env['python']}; {env['beanstalkd']}; "
           f"{env['gearmand']}; {env['redis_server']}", flush=True)
     series: list[dict[str, Any]] = []
@@ -838,7 +836,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for scan in scans:
         print(f"## {scan}: {SCANS[scan]['title']}", flush=True)
         if scan != "idle_connections":
-            series += run_scan(scan, [line for line in lines if line.scan == scan], repeats)
+            series += run_scan(scan, [line for line in lines if line.scan == scan], runs)
             continue
         checkpoints = [c for c in (QUICK_IDLE if args.quick else IDLE) if c + 200 <= nofile]
         if not checkpoints:
@@ -856,11 +854,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "protocol": "scaling",
         "environment": env,
         "config": {
-            "quick": args.quick, "repeats": repeats,
-            "statistic": "per point: the highest ops/s (and MB/s) of the timed runs, each on "
-                         "a fresh server process, and separately the lowest client CPU µs/op "
-                         "(time.process_time() of this process, syscalls included); medians "
-                         "also given",
+            "quick": args.quick, "runs": runs,
+            "statistic": "per point: " + report.STATISTIC,
             "mb": "10^6 bytes of body",
             "handler_s": HANDLER_S,
             "scans": {s: SCANS[s] for s in scans},

@@ -17,8 +17,8 @@ Clients: ``jobwire-sync`` (``Client``), ``jobwire-async`` (``AsyncClient`` on as
 ``raw`` (a blocking socket writing command bytes built before the clock starts and counting
 reply lines: the floor of what any client can cost). How it measures (``_harness``): every
 timed run gets a fresh server process on a free port and a fresh connection, after a short
-untimed warm-up run on that server; each client runs ``--repeats`` times round-robin and the
-best run counts (highest ops/s, lowest client CPU per operation). The server is the bundled
+untimed warm-up run on that server; each client runs ``--runs`` (5) times round-robin and each
+figure is the median of the runs, with the lowest and highest. The server is the bundled
 Python one, so these numbers compare clients with each other and with the raw socket on the
 same server, not against Workq's own speed.
 """
@@ -333,7 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = arguments(PROTOCOL, "Benchmark jobwire's Workq clients against a raw socket on "
                        "the bundled Workq server.", SCENARIOS)
     args = parser.parse_args(argv)
-    scenarios, clients, repeats, out = choose(args, PROTOCOL, SCENARIOS)
+    scenarios, clients, runs, out = choose(args, PROTOCOL, SCENARIOS)
     signal.signal(signal.SIGTERM, terminate)
 
     wall = time.perf_counter()
@@ -342,13 +342,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"# workq benchmark{' (quick)' if args.quick else ''}")
     print(f"{env['cpu_count']} CPUs ({env['cpu_model']}), Python {env['python']}, "
           "the bundled Workq server")
-    print(f"best of {repeats} timed run(s) per row; ops/s = jobs per second; each run on a "
-          "fresh server on 127.0.0.1\n")
-    bench = Bench(repeats, once)
+    print(f"median of {runs} interleaved timed runs per row; ops/s = jobs per second; each "
+          "run on a fresh server on 127.0.0.1\n")
+    bench = Bench(runs, once)
     order = bench.run(plan(args.quick), SCENARIOS, scenarios, clients)
     elapsed = time.perf_counter() - wall
     document = write_document(out, PROTOCOL, env, {
-        "quick": args.quick, "repeats": repeats, "payload_bytes": len(PAYLOAD),
+        "quick": args.quick, "runs": runs, "payload_bytes": len(PAYLOAD),
         "ttr_s": TTR, "ttl_s": TTL, "window": WINDOW,
         "scenarios": {s: SCENARIOS[s] for s in scenarios},
         "clients": sorted(clients) or "all",
