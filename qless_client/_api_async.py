@@ -58,6 +58,11 @@ class AsyncRedisCommands:
         ``then`` becomes the command's ``Pending.then`` (see :data:`Then`)."""
         raise NotImplementedError
 
+    async def _call_encoded(self, data: bytes, name: str, then: Then | None = None) -> Any:
+        """:meth:`_call` of one command already encoded (``data``), named ``name`` in messages,
+        that the server answers at once (not a blocking one)."""
+        raise NotImplementedError
+
     async def _call_many(
         self, commands: Iterable[bytes], window: int, thens: Iterable[Then] | None = None
     ) -> list[Pending[Any]]:
@@ -162,12 +167,18 @@ class AsyncRedisCommands:
     ) -> Any:
         """:meth:`evalsha`, with ``then`` set as each attempt's ``Pending.then``
         (:data:`Then`): a ``NOSCRIPT`` attempt's too, which ``then`` sees fail."""
-        command = _evalsha_args(sha, keys, args)
+        return await self._evalsha_encoded(
+            sha, encode_command(_evalsha_args(sha, keys, args)), then
+        )
+
+    async def _evalsha_encoded(self, sha: str, data: bytes, then: Then | None = None) -> Any:
+        """:meth:`_evalsha` of the command already encoded (``data``: ``encode_command``'s or
+        ``encode_evalsha``'s bytes of ``EVALSHA sha ...``)."""
         try:
-            return await self._call(command, 0.0, then)
+            return await self._call_encoded(data, "EVALSHA", then)
         except RedisError as exc:
             source = self._scripts.get(sha.lower())
             if exc.code != "NOSCRIPT" or source is None:
                 raise
         await self.load_script(source)
-        return await self._call(command, 0.0, then)
+        return await self._call_encoded(data, "EVALSHA", then)

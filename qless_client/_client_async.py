@@ -20,7 +20,6 @@ import math
 import os
 import socket
 import time
-import uuid
 from collections.abc import Callable, Iterable, Sequence
 from datetime import date, datetime, timedelta, timezone
 from types import TracebackType
@@ -29,6 +28,7 @@ from typing import Any, Generic, TypeVar, overload
 from typing_extensions import Self
 from typing_extensions import TypeVar as DefaultTypeVar
 
+from jobwire._ids import pooled, uuid4_hex
 from jobwire._numbers import parse_decimal
 from jobwire._pending import Pending
 from jobwire._url import AddressLike, describe
@@ -119,9 +119,13 @@ class _Observed(Generic[T]):
         return self.result  # type: ignore[return-value]  # set: the reply came
 
 
+_fresh_jid = pooled(uuid4_hex)
+
+
 def new_jid() -> str:
-    """A new job id: a UUID4 as 32 lower-case hex digits (from ``os.urandom``)."""
-    return uuid.UUID(bytes=os.urandom(16), version=4).hex
+    """A new job id: a UUID4 as 32 lower-case hex digits (from ``os.urandom``, read for a batch
+    of ids at a time: ``jobwire._ids``)."""
+    return _fresh_jid()
 
 
 def default_worker_name() -> str:
@@ -148,6 +152,11 @@ def _seconds(value: object, what: str) -> float:
     return float(value)
 
 
+#: ``json.dumps(data, allow_nan=False, separators=(",", ":"))``, without making an encoder per
+#: call (it keeps no state between calls).
+_JSON_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
+
+
 def _encode(data: object) -> str:
     """Job data as JSON text: any JSON value in, the same value out.
 
@@ -155,7 +164,7 @@ def _encode(data: object) -> str:
         SerializationError: not a JSON value (a ``LocalProtocolError``).
     """
     try:
-        return json.dumps(data, allow_nan=False, separators=(",", ":"))
+        return _JSON_ENCODER.encode(data)
     except (TypeError, ValueError) as exc:
         raise SerializationError(f"job data is not JSON-serialisable: {exc}") from None
 
@@ -368,9 +377,9 @@ class AsyncJob(Generic[D]):
             raise LocalProtocolError("delay and depends go with next=")
         wait = _seconds(delay, "delay")
         text = self._data_text() if data is _KEEP else _dump_text(self.client._serializer, data)
-        state = await self.client._run(sc.complete(
-            self.client.clock(), self.jid, self._worker(), self._queue(), text, next=next,
-            delay=wait or None, depends=list(depends) or None,
+        state = await self.client._run(sc._complete(
+            self.client.clock(), self.jid, self._worker(), self._queue(), text, next,
+            wait or None, list(depends) or None, checked=True,  # as stored, or the serializer's
         ))
         self.state, self.queue = state, (next if next is not None else None)
         self.worker, self.expires = "", None
@@ -711,13 +720,13 @@ class AsyncQueue(Generic[D]):
             raise LocalProtocolError(f"{command} takes delay or depends, not both")
         if text is None:
             text = _dump_text(self.client._serializer, data)
-        build = sc.requeue if command == "requeue" else sc.put
-        return build(
-            self.client.clock(), self.name, _name(jid, "jid") if jid is not None else new_jid(),
-            _name(klass, "klass"), text, _seconds(delay, "delay"),
-            priority=priority, tags=None if tags is None else [_name(t, "tag") for t in tags],
-            retries=retries,
-            depends=None if depends is None else [_name(j, "depends jid") for j in depends],
+        return sc._put(
+            command, self.client.clock(), self.name,
+            _name(jid, "jid") if jid is not None else new_jid(), _name(klass, "klass"), text,
+            _seconds(delay, "delay"), priority,
+            None if tags is None else [_name(t, "tag") for t in tags], retries,
+            None if depends is None else [_name(j, "depends jid") for j in depends],
+            checked=True,  # the client's own JSON text (``_dump_text``, ``_data_text``)
         )
 
     async def put(
@@ -1202,10 +1211,10 @@ class AsyncClient(Generic[D]):
         await self._load()
         observer = self.observer
         if observer is None:
-            return call.decode(await self.redis._evalsha(sc.SHA, (), call.args))
+            return call.decode(await self.redis._evalsha_encoded(sc.SHA, call.encode()))
         # Decoded and observed as the reply is read (wire order), raised here.
         seen = _Observed(call, observer)
-        await self.redis._evalsha(sc.SHA, (), call.args, seen)
+        await self.redis._evalsha_encoded(sc.SHA, call.encode(), seen)
         return seen.outcome()
 
     async def _run_many(self, calls: Sequence[sc.ScriptCall[T]], window: int) -> list[T]:

@@ -283,12 +283,14 @@ class RedisSession(FifoSession[Pending[Any]]):
         self.expect(pending)
         return pending
 
-    def submit_encoded(self, data: bytes) -> Pending[Any]:
-        """:meth:`submit` for a command from ``encode_command`` (pipelines)."""
-        self.check_usable()
-        self.queue(self.conn.send_encoded(data))
-        pending: Pending[Any] = Pending("pipelined command")
-        self.expect(pending)
+    def submit_encoded(self, data: bytes, name: str = "pipelined command") -> Pending[Any]:
+        """:meth:`submit` for a command from ``encode_command`` (pipelines, scripts), named
+        ``name`` in messages."""
+        if self.broken is not None:
+            self.check_usable()  # raises
+        self.queue(self.conn.send_encoded(data, name))
+        pending: Pending[Any] = Pending(name)
+        self._fifo.append(pending)
         return pending
 
     def dispatch(self, event: Any) -> None:
@@ -582,6 +584,15 @@ class AsyncRedis(_Base, AsyncRedisCommands):
                     await transport.aclose()
             raise
 
+    async def _call_encoded(self, data: bytes, name: str, then: Then | None = None) -> Any:
+        await self.connect()
+        transport = self._transport
+        pending = self._session.submit_encoded(data, name)
+        if then is not None:
+            pending.then = then
+        await transport.flush()
+        return await transport.wait(pending, self._limit(0.0))
+
     async def _call_many(
         self, commands: Iterable[bytes], window: int, thens: Iterable[Then] | None = None
     ) -> list[Pending[Any]]:
@@ -716,6 +727,14 @@ class Redis(_Base, RedisCommands):
             pending.then = then
         transport.flush()
         return transport.wait(pending, self._limit(wait))
+
+    def _call_encoded(self, data: bytes, name: str, then: Then | None = None) -> Any:
+        transport = self._ready()
+        pending = self._session.submit_encoded(data, name)
+        if then is not None:
+            pending.then = then
+        transport.flush()
+        return transport.wait(pending, self._limit(0.0))
 
     def _call_many(
         self, commands: Iterable[bytes], window: int, thens: Iterable[Then] | None = None

@@ -81,6 +81,7 @@ __all__ = [
     "Verbatim",
     "command_name",
     "encode_command",
+    "encode_evalsha",
 ]
 
 #: Largest bulk string accepted: Redis's own largest value (``proto-max-bulk-len``).
@@ -137,6 +138,7 @@ class _Step(enum.Enum):
 
 #: For the hot path: an enum member looked up on its class costs as much as a small call.
 _LINE, _BULK_STEP = _Step.LINE, _Step.BULK
+_OPEN = ConnectionState.OPEN
 #: A reader's "no value yet": a header opened an aggregate or announced a bulk string's body.
 _MORE: Any = object()
 
@@ -299,6 +301,50 @@ def encode_command(args: Sequence[Arg]) -> bytes:
     return b"".join(parts)
 
 
+class _BulkHeads(dict[int, str]):
+    """``"$<n>"``, a bulk string's header as text by its length; kept once made for lengths
+    below 4096."""
+
+    def __missing__(self, length: int) -> str:
+        head = f"${length}"
+        if length < 4096:
+            self[length] = head
+        return head
+
+
+_HEADS = _BulkHeads()
+#: ``*<n>\r\n$7\r\nEVALSHA\r\n$<len>\r\n<sha>\r\n$1\r\n0\r\n`` by (sha, script argument count).
+_EVALSHA_HEADS: dict[tuple[str, int], bytes] = {}
+
+
+def encode_evalsha(sha: str, args: Sequence[str]) -> bytes:
+    """The bytes of ``EVALSHA <sha> 0 <args>...`` (no keys): those :func:`encode_command` writes
+    for it. When every argument is a ``str`` and all of them are ASCII (the qless script's
+    calls), the arguments are framed in one pass, as text (a ``str`` subclass is sent as its
+    text); anything else goes through :func:`encode_command`.
+
+    Raises:
+        LocalProtocolError: as :func:`encode_command`.
+    """
+    try:
+        frame = [""] * (2 * len(args) + 1)  # "$<len>", argument, ..., "" (the last CRLF)
+        frame[:-1:2] = map(_HEADS.__getitem__, map(len, args))
+        frame[1::2] = args
+        text = "\r\n".join(frame)
+    except TypeError:  # not a str (and perhaps without a len)
+        return encode_command(["EVALSHA", sha, 0, *args])
+    if not text.isascii() or not sha.isascii():
+        return encode_command(["EVALSHA", sha, 0, *args])
+    head = _EVALSHA_HEADS.get((sha, len(args)))
+    if head is None:
+        if len(_EVALSHA_HEADS) >= 64:
+            _EVALSHA_HEADS.clear()
+        head = b"*%d\r\n$7\r\nEVALSHA\r\n$%d\r\n%s\r\n$1\r\n0\r\n" % (
+            len(args) + 3, len(sha), sha.encode())
+        _EVALSHA_HEADS[sha, len(args)] = head
+    return head + text.encode()
+
+
 def command_name(args: Sequence[Arg]) -> str:
     """The command's name for messages (its first argument, as text)."""
     head = args[0] if args else ""
@@ -421,6 +467,39 @@ class Connection(InOrderClientCore):
         # Aggregates being filled, outermost first: [type byte, elements still due, items].
         self._stack: list[list[Any]] = []
 
+    def receive_batch(self, data: bytes) -> list[Event] | None:
+        """:meth:`receive_data` and the :meth:`next_event` calls after it in one step (the
+        session's batch hook, ``jobwire._core.InOrderClientCore.receive_batch``) for the
+        commonest read of a script call: ``data`` is exactly one whole bulk string, nothing
+        else is buffered, and a command awaits it. It answers the oldest command: the
+        :class:`Reply` is returned (in a list). Otherwise (and for any bulk string the parser
+        would refuse: over a cap) nothing happens and it returns None.
+        """
+        if (
+            data[:1] != b"$"
+            or self._step is not _LINE
+            or self._state is not _OPEN
+            or self._eof
+            or self._stack
+            or self._buffer
+            or not self._pending
+        ):
+            return None
+        end = data.find(b"\r\n")
+        digits = data[1:end]
+        if not (digits.isdigit() and len(digits) <= 20 and end + 2 <= self.max_line):
+            return None
+        size = int(digits)
+        if (
+            len(data) != end + size + 4
+            or not data.endswith(b"\r\n")
+            or size > self.max_bulk
+            or len(data) > self.max_reply_bytes
+        ):
+            return None
+        self._pending.popleft()
+        return [Reply(data[end + 2 : end + 2 + size])]
+
     def send(self, args: Sequence[Arg]) -> bytes:
         """Record a command as awaiting its reply and return its bytes.
 
@@ -428,20 +507,22 @@ class Connection(InOrderClientCore):
             LocalProtocolError: the arguments cannot be sent (see :func:`encode_command`), or
                 the connection is closed or poisoned. Nothing is recorded then.
         """
-        if self._state is not ConnectionState.OPEN:
+        if self._state is not _OPEN:
             self._check_open(command_name(args))
         data = encode_command(args)
         self._pending.append(None)
         return data
 
-    def send_encoded(self, data: bytes) -> bytes:
+    def send_encoded(self, data: bytes, name: str = "command") -> bytes:
         """:meth:`send` for a command already encoded by :func:`encode_command` (a pipeline
-        validates every command before it sends any). ``data`` must be exactly one command.
+        validates every command before it sends any) or :func:`encode_evalsha`, named
+        ``name`` in messages. ``data`` must be exactly one command.
 
         Raises:
             LocalProtocolError: the connection is closed or poisoned.
         """
-        self._check_open("command")
+        if self._state is not _OPEN:
+            self._check_open(name)  # raises
         self._pending.append(None)
         return data
 

@@ -44,8 +44,10 @@ from typing import Any, Generic, Protocol, TypedDict, TypeVar
 
 from typing_extensions import NotRequired
 
+from jobwire._record import record
 from jobwire.errors import LocalProtocolError, RemoteProtocolError
 
+from ._resp import encode_evalsha
 from .errors import split_script_error
 
 __all__ = [
@@ -315,7 +317,7 @@ class ScriptConnection(Protocol):
     def load_script(self, source: str | bytes) -> str: ...
 
 
-@dataclass(frozen=True)
+@record
 class ScriptCall(Generic[T]):
     """One ``EVALSHA`` of the qless script: what to send and how to read the reply."""
 
@@ -334,6 +336,10 @@ class ScriptCall(Generic[T]):
     def command_line(self) -> list[str | int]:
         """The whole Redis command: ``["EVALSHA", SHA, 0, *args]``."""
         return ["EVALSHA", SHA, 0, *self.args]
+
+    def encode(self) -> bytes:
+        """The bytes of :meth:`command_line` on the wire (``encode_command``'s)."""
+        return encode_evalsha(SHA, self.args)
 
     def run(self, conn: ScriptConnection) -> T:
         """Send ``EVALSHA SHA 0 *args`` on ``conn``; return the decoded reply.
@@ -378,6 +384,8 @@ def script_error(message: str) -> ScriptError | None:
 
 
 def _time(value: float, name: str = "now") -> str:
+    if type(value) is float and 0.0 <= value < math.inf:  # the common case: a clock's reading
+        return repr(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} is a number of seconds, not {type(value).__name__}")
     if not math.isfinite(value) or value < 0:
@@ -386,6 +394,8 @@ def _time(value: float, name: str = "now") -> str:
 
 
 def _number(value: float, name: str) -> str:
+    if type(value) is float and -math.inf < value < math.inf:  # the common case
+        return repr(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} is a number, not {type(value).__name__}")
     if not math.isfinite(value):
@@ -690,8 +700,17 @@ def complete(
     ``worker`` finished ``jid``; the reply is the job's new state: ``complete``, or with
     ``next`` its state in that queue (``waiting``, ``scheduled`` after ``delay``, ``depends``
     on ``depends``). ``delay`` and ``depends`` go with ``next``, and not together."""
+    return _complete(now, jid, worker, queue, data, next, delay, depends)
+
+
+def _complete(
+    now: float, jid: str, worker: str, queue: str, data: str, next: str | None,
+    delay: float | None, depends: Sequence[str] | None, *, checked: bool = False,
+) -> ScriptCall[str]:
+    """``complete``; ``checked``: ``data`` is JSON text the client holds already checked (as
+    the script stored it, or its serializer's output), not parsed again."""
     args = [_str(jid, "jid"), _str(worker, "worker"), _str(queue, "queue"),
-            _json_text(data, "data")]
+            _str(data, "data") if checked else _json_text(data, "data")]
     if next is not None:
         args += ["next", _str(next, "next")]
     if delay is not None:
@@ -928,17 +947,7 @@ def put(
     those jobs (state ``depends``); with ``delay`` it is ``scheduled`` that many seconds; the
     two exclude each other.
     """
-    args = [_str(queue, "queue"), _str(jid, "jid"), _str(klass, "klass"),
-            _json_text(data, "data"), _number(delay, "delay")]
-    if priority is not None:
-        args += ["priority", _number(priority, "priority")]
-    if tags is not None:
-        args += ["tags", json.dumps(_names(tags, "tags"))]
-    if retries is not None:
-        args += ["retries", _int(retries, "retries")]
-    if depends is not None:
-        args += ["depends", json.dumps(_names(depends, "depends"))]
-    return _call("put", now, args, _text)
+    return _put("put", now, queue, jid, klass, data, delay, priority, tags, retries, depends)
 
 
 def requeue(
@@ -956,9 +965,28 @@ def requeue(
 ) -> ScriptCall[str]:
     """``requeue``, with ``put``'s arguments: move the existing job ``jid`` into ``queue``
     (as ``put`` does), refused for a jid no job has (``put`` would create it)."""
-    call = put(now, queue, jid, klass, data, delay, priority=priority, tags=tags,
-               retries=retries, depends=depends)
-    return ScriptCall("requeue", ("requeue", *call.args[1:]), _text)
+    return _put("requeue", now, queue, jid, klass, data, delay, priority, tags, retries,
+                depends)
+
+
+def _put(
+    command: str, now: float, queue: str, jid: str, klass: str, data: str, delay: float,
+    priority: float | None, tags: Sequence[str] | None, retries: int | None,
+    depends: Sequence[str] | None, *, checked: bool = False,
+) -> ScriptCall[str]:
+    """``put`` or ``requeue``; ``checked``: ``data`` is JSON text the client wrote itself (its
+    serializer's output, already checked), not parsed again."""
+    args = [_str(queue, "queue"), _str(jid, "jid"), _str(klass, "klass"),
+            _str(data, "data") if checked else _json_text(data, "data"), _number(delay, "delay")]
+    if priority is not None:
+        args += ["priority", _number(priority, "priority")]
+    if tags is not None:
+        args += ["tags", json.dumps(_names(tags, "tags"))]
+    if retries is not None:
+        args += ["retries", _int(retries, "retries")]
+    if depends is not None:
+        args += ["depends", json.dumps(_names(depends, "depends"))]
+    return _call(command, now, args, _text)
 
 
 def unfail(now: float, queue: str, group: str, count: int = 25) -> ScriptCall[int]:

@@ -25,13 +25,16 @@ import enum
 import math
 import os
 import re
-import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
-from typing import ClassVar, Final
 
+from jobwire._ids import VARIANT, pooled
 from jobwire._record import record
 from jobwire.errors import LocalProtocolError
+
+TYPE_CHECKING = False  # typing is not imported at run time: a server starts without it
+if TYPE_CHECKING:
+    from typing import ClassVar, Final
 
 __all__ = [
     "MAX_ATTEMPTS",
@@ -106,8 +109,6 @@ I32_MAX: Final = 2**31 - 1
 _NAME_RE = re.compile(r"[a-zA-Z0-9_.\-]{1,255}")
 #: A UUIDv4 (RFC 4122 variant) already in canonical lower-case form: taken as it is.
 _CANONICAL_V4 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
-#: A hex digit of random bits -> the UUID variant digit (10xx in binary) keeping its low bits.
-_VARIANT = {c: "89ab"[int(c, 16) & 3] for c in "0123456789abcdef"}
 #: Names already found valid (plain ``str`` only), so the common case costs one set lookup.
 _KNOWN_NAMES: set[str] = set()
 _KNOWN_NAMES_MAX = 4096
@@ -142,19 +143,18 @@ class Shape(enum.Enum):
 # -- validators (shared with the bundled server) ----------------------------------------------
 
 
-def new_id() -> str:
-    """A fresh random UUIDv4 in canonical form: 122 bits from ``os.urandom`` (what
-    ``uuid.uuid4()`` reads), with the version and variant bits set as ``uuid.uuid4()`` sets them."""
-    h = os.urandom(16).hex()
-    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
-
-
 def new_ids(count: int) -> list[str]:
-    """``count`` fresh random UUIDv4s in canonical form, as :func:`new_id` makes them, from
-    one ``os.urandom`` call."""
+    """``count`` fresh random UUIDv4s in canonical form from one ``os.urandom`` call: 122
+    random bits each (what ``uuid.uuid4()`` reads), with the version and variant bits set as
+    ``uuid.uuid4()`` sets them."""
     h = os.urandom(16 * count).hex()
-    return [f"{h[i:i + 8]}-{h[i + 8:i + 12]}-4{h[i + 13:i + 16]}-{_VARIANT[h[i + 16]]}"
+    return [f"{h[i:i + 8]}-{h[i + 8:i + 12]}-4{h[i + 13:i + 16]}-{VARIANT[h[i + 16]]}"
             f"{h[i + 17:i + 20]}-{h[i + 20:i + 32]}" for i in range(0, 32 * count, 32)]
+
+
+#: A fresh random UUIDv4 in canonical form, as :func:`new_ids` makes them (a batch at a time:
+#: ``jobwire._ids``).
+new_id: Callable[[], str] = pooled(new_ids)
 
 
 def validate_id(value: object) -> str:
@@ -165,6 +165,8 @@ def validate_id(value: object) -> str:
     """
     if type(value) is str and _CANONICAL_V4.fullmatch(value) is not None:
         return value  # the common case: already canonical
+    import uuid  # not before: it imports platform, about 2 ms of a bundled server's start
+
     if isinstance(value, uuid.UUID):
         parsed = value
     elif isinstance(value, str):
@@ -425,10 +427,23 @@ class EncodedAdd(Command):
         max_attempts: int = 0, max_fails: int = 0, job_id: str = "",
     ) -> None:
         job_id = validate_id(job_id) if job_id else new_id()
-        payload = _add_fields(name, payload, ttr_ms, ttl_ms, priority, max_attempts, max_fails)
-        _set(self, "job_id", job_id)
-        _set(self, "_wire", _encode_add(job_id, name, payload, ttr_ms, ttl_ms, priority,
-                                        max_attempts, max_fails))
+        if (type(name) is str and name in _KNOWN_NAMES  # the common case inline
+                and type(payload) is bytes and len(payload) <= MAX_PAYLOAD
+                and type(ttr_ms) is int and 1 <= ttr_ms <= MAX_TTR_MS
+                and type(ttl_ms) is int and 1 <= ttl_ms <= MAX_TTL_MS
+                and not (priority or max_attempts or max_fails)
+                and type(priority) is type(max_attempts) is type(max_fails) is int):
+            wire = b"add %s %s %d %d %d\r\n%b\r\n" % (
+                job_id.encode(), name.encode(), ttr_ms, ttl_ms, len(payload), payload)
+            if len(wire) in REFUSED_TOTALS:
+                wire = _fit(wire, b"add")
+        else:
+            payload = _add_fields(name, payload, ttr_ms, ttl_ms, priority, max_attempts,
+                                  max_fails)
+            wire = _encode_add(job_id, name, payload, ttr_ms, ttl_ms, priority, max_attempts,
+                               max_fails)
+        _set_job_id(self, job_id)
+        _set_wire(self, wire)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"{type(self).__name__} is read-only")
@@ -474,13 +489,18 @@ class EncodedAdd(Command):
             if type(payload) is not bytes or len(payload) > MAX_PAYLOAD:
                 payload = _data("payload", payload, "Invalid payload size")
             command = new(cls)
-            _set(command, "job_id", job_id)
+            _set_job_id(command, job_id)
             wire = b"add %s%s%d%s\r\n%b\r\n" % (
                 job_id.encode(), middle, len(payload), flags, payload)
-            _set(command, "_wire", _fit(wire, b"add"))
+            _set_wire(command, _fit(wire, b"add"))
             out.append(command)
         return out
 
+
+
+# Its two slots, set through their descriptors (cheaper than ``object.__setattr__``).
+_set_job_id = EncodedAdd.__dict__["job_id"].__set__
+_set_wire = EncodedAdd.__dict__["_wire"].__set__
 
 @record
 class Schedule(Command):

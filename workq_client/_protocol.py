@@ -77,6 +77,14 @@ class _Step(enum.Enum):
     FIELD = 4  # an inspect record's "<key> <value>" line
 
 
+# For the hot path: an enum member looked up on its class costs as much as a small call.
+_START, _HEAD, _BODY, _RECORD, _FIELD = (
+    _Step.START, _Step.HEAD, _Step.BODY, _Step.RECORD, _Step.FIELD
+)
+_OPEN = ConnectionState.OPEN
+_SHAPE_OK, _RESULT, _LEASE, _SERVER = Shape.OK, Shape.RESULT, Shape.LEASE, Shape.SERVER
+
+
 def _ascii(raw: bytes, what: str) -> str:
     if not raw or not raw.isascii() or b" " in raw:
         raise RemoteProtocolError(f"bad {what}: {raw[:60]!r}")
@@ -115,7 +123,7 @@ class Connection(InOrderClientCore):
         super().__init__()
         self.max_fields = max_fields
         self.max_record_size = max_record_size
-        self._step = _Step.START
+        self._step = _START
         self._head: tuple[bytes, ...] = ()  # fields of a lease/result head line
         self._data_size = 0  # size of the data block after that line
         self._ttr = 0  # a lease's TTR from that line
@@ -134,7 +142,7 @@ class Connection(InOrderClientCore):
         Raises:
             LocalProtocolError: the connection is closed or poisoned.
         """
-        if self._state is not ConnectionState.OPEN:
+        if self._state is not _OPEN:
             self._check_open(command.verb)  # raises
         data = command.encode()
         self._pending.append(command)
@@ -149,25 +157,32 @@ class Connection(InOrderClientCore):
         returns None.
         """
         pending = self._pending
-        if data == _OK_LINE:
-            count = 1
-            if not pending or pending[0].shape is not Shape.OK:
-                return None
-        else:
-            count = len(data) // 5
+        if data == _OK_LINE:  # one call at a time: the commonest read of all
             if (
-                count < 2
-                or len(data) != count * 5
-                or len(pending) < count
-                or data.count(_OK_LINE) != count  # then the lines tile ``data``
+                pending
+                and pending[0].shape is _SHAPE_OK
+                and self._step is _START
+                and self._state is _OPEN
+                and not self._eof
+                and not self._buffer
             ):
-                return None
-            for command in itertools.islice(pending, count):
-                if command.shape is not Shape.OK:
-                    return None
+                pending.popleft()
+                return [OK]
+            return None
+        count = len(data) // 5
         if (
-            self._step is not _Step.START
-            or self._state is not ConnectionState.OPEN
+            count < 2
+            or len(data) != count * 5
+            or len(pending) < count
+            or data.count(_OK_LINE) != count  # then the lines tile ``data``
+        ):
+            return None
+        for command in itertools.islice(pending, count):
+            if command.shape is not _SHAPE_OK:
+                return None
+        if (
+            self._step is not _START
+            or self._state is not _OPEN
             or self._eof
             or self._buffer
         ):
@@ -180,7 +195,7 @@ class Connection(InOrderClientCore):
         self._state = ConnectionState.CLOSED
         return ConnectionClosed(
             pending=len(self._pending),
-            partial=bool(self._buffer) or self._step is not _Step.START,
+            partial=bool(self._buffer) or self._step is not _START,
             reason=self._closed_reason,
         )
 
@@ -197,7 +212,7 @@ class Connection(InOrderClientCore):
 
     def _finish(self, reply: Reply) -> Reply:
         command = self._pending.popleft()
-        self._step = _Step.START
+        self._step = _START
         if (
             isinstance(reply, ErrorReply)
             and reply.kind is ErrorKind.CLIENT_ERROR
@@ -213,21 +228,21 @@ class Connection(InOrderClientCore):
     def _next_event(self) -> Reply | ConnectionClosed | NeedData:
         while True:
             step = self._step
-            if step is _Step.START:
+            if step is _START:
                 line = self._line()
                 if line is None:
                     return self._need()
                 result = self._start(line)
                 if result is not None:
                     return result
-            elif step is _Step.HEAD:
+            elif step is _HEAD:
                 line = self._line()
                 if line is None:
                     return self._need()
                 self._read_head(line)
-            elif step is _Step.BODY:
+            elif step is _BODY:
                 return self._read_body()
-            elif step is _Step.RECORD:
+            elif step is _RECORD:
                 line = self._line()
                 if line is None:
                     return self._need()
@@ -252,21 +267,21 @@ class Connection(InOrderClientCore):
                 raise RemoteProtocolError(f"reply with a trailing space: {line[:60]!r}")
             return self._finish(ErrorReply(kind, text.decode("utf-8", "replace")))
         if line == b"+OK":
-            if command.shape is not Shape.OK:
+            if command.shape is not _SHAPE_OK:
                 raise RemoteProtocolError(f"bare +OK cannot answer {command.verb!r} (out of step?)")
             return self._finish(OK)
         if not line.startswith(b"+OK "):
             raise RemoteProtocolError(f"{line[:60]!r} cannot answer {command.verb!r}")
         count = parse_uint(line[4:], "reply count")
         shape = command.shape
-        if shape is Shape.OK:
+        if shape is _SHAPE_OK:
             raise RemoteProtocolError(
                 f"{line[:60]!r} cannot answer {command.verb!r} (out of step?)"
             )
-        if shape in (Shape.RESULT, Shape.LEASE, Shape.SERVER) and count != 1:
+        if shape in (_RESULT, _LEASE, _SERVER) and count != 1:
             raise RemoteProtocolError(f"{command.verb} expects 1 record, got {count}")
-        if shape in (Shape.RESULT, Shape.LEASE):
-            self._step = _Step.HEAD
+        if shape in (_RESULT, _LEASE):
+            self._step = _HEAD
             return None
         # inspect job/queue name one record; jobs, scheduled-jobs and queues at most ``limit``.
         most: int = getattr(command, "limit", 1)
@@ -278,16 +293,16 @@ class Connection(InOrderClientCore):
         self._records = []
         if count == 0:
             return self._finish(InspectReply(()))
-        self._step = _Step.RECORD
+        self._step = _RECORD
         return None
 
     def _read_head(self, line: bytes) -> None:
         shape = self._pending[0].shape
         parts = tuple(line.split(b" "))
-        if len(parts) != (3 if shape is Shape.RESULT else 4):
+        if len(parts) != (3 if shape is _RESULT else 4):
             raise RemoteProtocolError(f"bad {shape.value.lower()} line {line[:80]!r}")
         _ascii(parts[0], "job id")
-        if shape is Shape.RESULT:
+        if shape is _RESULT:
             if parts[1] not in (b"0", b"1"):
                 raise RemoteProtocolError(f"bad success flag {parts[1][:20]!r}")
         else:
@@ -298,7 +313,7 @@ class Connection(InOrderClientCore):
             raise RemoteProtocolError(f"data block of {size} bytes announced, over {MAX_PAYLOAD}")
         self._head = parts
         self._data_size = size
-        self._step = _Step.BODY
+        self._step = _BODY
 
     def _read_body(self) -> Reply | ConnectionClosed | NeedData:
         parts = self._head
@@ -327,7 +342,7 @@ class Connection(InOrderClientCore):
         self._record_size = 0
         self._started = False
         self._payload_size = None
-        self._step = _Step.FIELD
+        self._step = _FIELD
         return self._end_record_if_done()
 
     def _add_field(self, name: str, value: bytes) -> Reply | None:
@@ -351,20 +366,20 @@ class Connection(InOrderClientCore):
         key, announced = self._record
         if len(self._fields) < announced:
             return None
-        if self._pending[0].shape is Shape.SERVER and not self._started:
+        if self._pending[0].shape is _SERVER and not self._started:
             # Workq 0.2.0 announces 2 keys and sends 3: read on until "started", unless the
             # next reply has already begun.
             nxt = self._buffer.peek(1)
             if nxt is None and not self._eof:
-                self._step = _Step.FIELD
+                self._step = _FIELD
                 return None
             if nxt is not None and nxt not in (b"+", b"-"):
-                self._step = _Step.FIELD
+                self._step = _FIELD
                 return None
         self._records.append(Record(key, tuple(self._fields), announced))
         self._count -= 1
         if self._count:
-            self._step = _Step.RECORD
+            self._step = _RECORD
             return None
         return self._finish(InspectReply(tuple(self._records)))
 
@@ -379,7 +394,7 @@ class Connection(InOrderClientCore):
                 self._records.append(Record(key, tuple(self._fields), announced))
                 self._count -= 1
                 if self._count:
-                    self._step = _Step.RECORD
+                    self._step = _RECORD
                     return None
                 return self._finish(InspectReply(tuple(self._records)))
         size = self._payload_size

@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from jobwire.errors import LocalProtocolError, RemoteProtocolError
@@ -24,6 +24,7 @@ from qless_client._resp import (
     Reply,
     Verbatim,
     encode_command,
+    encode_evalsha,
 )
 
 # -- helpers -------------------------------------------------------------------------------------
@@ -263,6 +264,29 @@ def test_encode_refuses(args: Any) -> None:
     assert conn.pending == 0  # nothing recorded
 
 
+class _Text(str):
+    pass
+
+
+@given(st.sampled_from(["a" * 40, "é" * 3, ""]),
+       st.lists(st.one_of(st.text(max_size=12), st.text("ab", max_size=5000), st.binary(max_size=4),
+                          st.integers(), st.builds(_Text, st.text("xy", max_size=3))), max_size=8))
+@example("a" * 40, ["put", "\ud800"])
+@example("a" * 40, ["put", "é", "x" * 5000])
+@example("é", ["put"])
+@example("a" * 40, ["put", 7, b"\xff"])
+def test_encode_evalsha_is_encode_command(sha: str, args: list[Any]) -> None:
+    try:
+        expected: bytes | type[Exception] = encode_command(["EVALSHA", sha, 0, *args])
+    except LocalProtocolError:
+        expected = LocalProtocolError
+    try:
+        got: bytes | type[Exception] = encode_evalsha(sha, args)
+    except LocalProtocolError:
+        got = LocalProtocolError
+    assert got == expected
+
+
 def test_caps_must_be_positive_ints() -> None:
     for caps in ({"max_bulk": 0}, {"max_depth": -1}, {"max_array": True}, {"max_line": 3}):
         with pytest.raises(LocalProtocolError):
@@ -490,6 +514,80 @@ def test_pipelined_replies_in_one_read() -> None:
     events = drain(conn)
     assert events == [Reply(str(i).encode()) for i in range(10_000)]
     assert conn.pending == 0
+
+
+def _one_bulk(body: bytes, header: bytes, end: bytes, tail: bytes) -> bytes:
+    return b"$%s\r\n%s%s%s" % (header or b"%d" % len(body), body, end, tail)
+
+
+_BULKISH = st.builds(
+    _one_bulk, st.binary(max_size=24),
+    st.sampled_from([b"", b"", b"", b"-1", b"007", b"99", b"x", b"1" * 21]),
+    st.sampled_from([b"\r\n", b"\r\n", b"\r\n", b"XY", b"\n\n"]),
+    st.sampled_from([b"", b"", b"", b"\r\n", b"$0\r\n\r\n", b"x", b"+OK\r\n"]),
+)
+
+
+@given(st.one_of(st.binary(max_size=24), _BULKISH, _BULKISH),
+       st.lists(st.sampled_from([-1, 0, 0, 8]), min_size=3, max_size=3), st.integers(0, 2))
+# Each cap just under and at what one bulk reply needs; the terminator; the header's forms.
+@example(b"$5\r\nhello\r\n", [-1, 0, 0], 1)
+@example(b"$10\r\n0123456789\r\n", [0, -1, 0], 1)
+@example(b"$5\r\nhello\r\n", [0, 0, -1], 1)
+@example(b"$5\r\nhello\r\n", [0, 0, 0], 1)
+@example(b"$5\r\nhelloXY", [0, 0, 0], 1)
+@example(b"$5\r\nhello\r\n", [0, 0, 0], 0)
+@example(b"$-1\r\n", [0, 0, 0], 1)
+@example(b"$007\r\nhello\r\n", [0, 0, 0], 1)
+@example(b"$\r\n", [0, 0, 0], 1)
+@example(b"$5\r\nhello\r\n$0\r\n\r\n", [8, 8, 8], 2)
+def test_one_whole_bulk_takes_the_short_path_exactly_as_the_parser_reads_it(
+    data: bytes, offsets: list[int], commands: int
+) -> None:
+    # The caps: what ``data`` needs if it is one bulk reply (its size, header line, whole
+    # length) plus each offset, so runs land on either side of every cap.
+    head = data.partition(b"\r\n")[0]
+    size = int(head[1:]) if head[1:].isdigit() else len(data)
+    needs = [max(size + offsets[0], 1), max(len(head) + 2 + offsets[1], 4),
+             max(len(data) + offsets[2], 1)]
+    caps = dict(zip(("max_bulk", "max_line", "max_reply_bytes"), needs, strict=True))
+    fast, slow = Connection(**caps), Connection(**caps)
+    for _ in range(commands):
+        fast.send(["GET", "k"])
+        slow.send(["GET", "k"])
+    try:
+        slow.receive_data(data)
+        expected: list[Event] | type[RemoteProtocolError] = drain(slow)
+    except RemoteProtocolError:
+        expected = RemoteProtocolError
+    batch = fast.receive_batch(data)
+    if batch is not None:  # taken: the one reply the parser reads, answering one command
+        assert expected == batch and len(batch) == 1 and isinstance(batch[0], Reply)
+        assert fast.pending == slow.pending == commands - 1
+        assert fast.next_event() is NEED_DATA
+        return
+    assert fast.pending == commands  # not taken: nothing was fed
+    try:
+        fast.receive_data(data)
+        assert drain(fast) == expected
+    except RemoteProtocolError:
+        assert expected is RemoteProtocolError
+
+
+def test_the_bulk_short_path_is_only_for_a_clean_start() -> None:
+    conn = Connection()
+    conn.send(["GET", "a"])
+    assert conn.receive_batch(b"$2\r\nhi\r\n") == [Reply(b"hi")]
+    assert conn.receive_batch(b"$2\r\nhi\r\n") is None  # no command awaits it
+    conn.send(["GET", "a"])
+    conn.send(["GET", "b"])
+    conn.receive_data(b"$1\r\n")
+    assert conn.receive_batch(b"$2\r\nhi\r\n") is None  # something is buffered already
+    conn.receive_data(b"$\r\n$2\r\nhi\r\n")
+    assert drain(conn) == [Reply(b"$"), Reply(b"hi")]
+    conn.send(["GET", "a"])
+    conn.receive_data(b"")
+    assert conn.receive_batch(b"$2\r\nhi\r\n") is None  # after EOF
 
 
 # -- end of input --------------------------------------------------------------------------------

@@ -658,6 +658,12 @@ def test_encoded_add_refuses_what_add_refuses() -> None:
         (("a", b"", 1, 1), {"priority": True}, "Invalid Priority"),
         (("a", b"", 1, 1), {"max_attempts": 256}, "Invalid max attempts"),
         (("a", b"", 1, 1), {"max_fails": 1.0}, "Invalid max fails"),
+        # Falsy but not an int: refused, as the short path of a plain add must not miss.
+        (("a", b"", 1, 1), {"priority": 0.0}, "Invalid Priority"),
+        (("a", b"", 1, 1), {"max_attempts": False}, "Invalid max attempts"),
+        (("a", b"", 1, 1), {"max_fails": 0.0}, "Invalid max fails"),
+        (("a", b"", 1.0, 1), {}, "Invalid TTR"),
+        (("a", bytearray(b"x" * (MAX_PAYLOAD + 1)), 1, 1), {}, "Invalid payload size"),
         (("a", b"", 1, 1), {"job_id": "6ba7b810-9dad-11d1-80b4-00c04fd430c4"}, "Invalid ID"),
         (("bad name", b"x" * (MAX_PAYLOAD + 1), 0, 1), {}, "Invalid name"),  # first in order
     ]
