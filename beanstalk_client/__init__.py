@@ -14,11 +14,10 @@ more of anyio than the server needs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from jobwire._lazy import lazy_exports
 from jobwire._version import __version__ as __version__
 
+TYPE_CHECKING = False  # typing is not imported at run time: a server starts without it
 if TYPE_CHECKING:
     from jobwire.errors import (
         ConnectFailed,

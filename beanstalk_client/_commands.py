@@ -16,7 +16,6 @@ Each command class declares:
 from __future__ import annotations
 
 import re
-from typing import ClassVar, Generic, TypeVar
 
 from jobwire._record import record
 from jobwire.errors import LocalProtocolError
@@ -39,6 +38,12 @@ from ._events import (
     Watching,
     slot_setter,
 )
+
+TYPE_CHECKING = False  # typing is not imported at run time: a server starts without it
+if TYPE_CHECKING:
+    from typing import ClassVar, Generic, TypeVar
+else:
+    from jobwire._typing import Generic, TypeVar
 
 __all__ = [
     "MAX_LINE",

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from typing import Any, Final
 
 from jobwire._events import NEED_DATA, NeedData
 from jobwire._record import record
+
+TYPE_CHECKING = False  # typing is not imported at run time: a server starts without it
+if TYPE_CHECKING:
+    from typing import Any, Final
 
 __all__ = [
     "NEED_DATA",

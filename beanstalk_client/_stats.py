@@ -10,10 +10,22 @@ servers stay strings.
 
 from __future__ import annotations
 
-from typing import Final, TypedDict, cast
-
 from jobwire._numbers import parse_decimal, parse_uint
 from jobwire.errors import RemoteProtocolError
+
+# typing is not imported at run time: the bundled server (which needs the keys, not the
+# TypedDicts) starts without it, and the TypedDicts are made when first asked for (the
+# module's __getattr__, at the end).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final, TypedDict, cast
+else:
+    from types import SimpleNamespace
+
+    from jobwire._typing import cast
+
+    def TypedDict(name: str, fields: dict[str, type]) -> SimpleNamespace:
+        return SimpleNamespace(__annotations__=fields)
 
 __all__ = [
     "JobStats",
@@ -82,6 +94,19 @@ _JOB_NUMERIC = _numeric(JobStats.__annotations__)
 _TUBE_NUMERIC = _numeric(TubeStats.__annotations__)
 _SERVER_NUMERIC = _numeric(ServerStats.__annotations__)
 
+if not TYPE_CHECKING:
+    _FIELDS = {name: globals().pop(name).__annotations__
+               for name in ("JobStats", "TubeStats", "ServerStats")}
+
+    def __getattr__(name: str) -> object:
+        """``JobStats``, ``TubeStats`` and ``ServerStats``, made (importing typing) on first
+        use; the same object each time."""
+        if name not in _FIELDS:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from typing import TypedDict
+
+        return globals().setdefault(name, TypedDict(name, _FIELDS[name]))
+
 
 def _unquote(value: str) -> str:
     if len(value) >= 2 and value[0] == value[-1] == '"':
@@ -126,7 +151,7 @@ def parse_dict(data: bytes, numeric: frozenset[str]) -> dict[str, StatsValue]:
 
 def parse_job_stats(data: bytes) -> JobStats:
     """Parse the document of ``stats-job``."""
-    return cast(JobStats, parse_dict(data, _JOB_NUMERIC))
+    return cast("JobStats", parse_dict(data, _JOB_NUMERIC))
 
 
 def parse_tube_stats(data: bytes) -> TubeStats:
@@ -137,12 +162,12 @@ def parse_tube_stats(data: bytes) -> TubeStats:
         RemoteProtocolError: not a document of ``key: value`` lines, or a numeric key whose
             value is not a number.
     """
-    return cast(TubeStats, parse_dict(data, _TUBE_NUMERIC))
+    return cast("TubeStats", parse_dict(data, _TUBE_NUMERIC))
 
 
 def parse_server_stats(data: bytes) -> ServerStats:
     """Parse the document of ``stats``."""
-    return cast(ServerStats, parse_dict(data, _SERVER_NUMERIC))
+    return cast("ServerStats", parse_dict(data, _SERVER_NUMERIC))
 
 
 def parse_list(data: bytes) -> list[str]:

@@ -11,11 +11,10 @@ gearman_client.server`` imports neither the clients nor the workers.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from jobwire._lazy import lazy_exports
 from jobwire._version import __version__ as __version__
 
+TYPE_CHECKING = False  # typing is not imported at run time: a server starts without it
 if TYPE_CHECKING:
     from ._admin import FunctionStatus, JobInfo, PriorityStatus, WorkerInfo
     from ._api_async import DEFAULT_PORT, JobStatus

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from typing import TYPE_CHECKING, ClassVar
 
 from jobwire._buffer import ReceiveBuffer
 from jobwire._core import ConnectionState, InOrderClientCore
@@ -40,6 +39,10 @@ from jobwire._record import record
 from jobwire.errors import LocalProtocolError, RemoteProtocolError
 
 from ._events import NEED_DATA, ConnectionClosed, NeedData
+
+TYPE_CHECKING = False  # typing is not imported at run time: a server starts without it
+if TYPE_CHECKING:
+    from typing import ClassVar
 
 __all__ = [
     "MAX_LINE",

@@ -26,13 +26,18 @@ import enum
 import re
 import struct
 from collections.abc import Callable
-from typing import ClassVar, TypeAlias, TypeVar
 
 from jobwire._buffer import ReceiveBuffer
 from jobwire._numbers import parse_int
 from jobwire._record import fields as record_fields
 from jobwire._record import record
 from jobwire.errors import LocalProtocolError, RemoteProtocolError
+
+TYPE_CHECKING = False  # typing is not imported at run time: a server starts without it
+if TYPE_CHECKING:
+    from typing import ClassVar, TypeAlias, TypeVar
+else:
+    from jobwire._typing import TypeVar
 
 __all__ = [
     "DEFAULT_MAX_BODY_SIZE",

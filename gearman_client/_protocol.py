@@ -39,8 +39,6 @@ Why it is shaped like this:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
-
 from jobwire._core import ConnectionState, InOrderClientCore
 from jobwire.errors import LocalProtocolError, RemoteProtocolError
 
@@ -87,6 +85,10 @@ from ._packets import (
     WorkWarning,
     encode_packet,
 )
+
+TYPE_CHECKING = False  # typing is not imported at run time: a server starts without it
+if TYPE_CHECKING:
+    from typing import ClassVar
 
 __all__ = ["ANSWERS", "CLIENT_SENDS", "SERVER_SENDS", "Connection", "ConnectionState"]
 

@@ -15,11 +15,10 @@ server's start, paid before it could answer).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ._lazy import lazy_exports
 from ._version import __version__ as __version__
 
+TYPE_CHECKING = False  # typing is not imported at run time: a server starts without it
 if TYPE_CHECKING:
     from ._backoff import Backoff
     from ._retry import RetryPolicy

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from typing import Any, ClassVar
 
 from ._buffer import ReceiveBuffer
 from ._events import NEED_DATA
 from .errors import LocalProtocolError, RemoteProtocolError
+
+TYPE_CHECKING = False  # typing is not imported at run time: a server starts without it
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
 
 __all__ = ["ConnectionState", "InOrderClientCore"]
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import enum
-from typing import Final
+
+TYPE_CHECKING = False  # typing is not imported at run time: a server starts without it
+if TYPE_CHECKING:
+    from typing import Final
 
 __all__ = ["NEED_DATA", "NeedData"]
 

@@ -25,7 +25,10 @@ from __future__ import annotations
 import _thread
 import gc
 import time
-from typing import Final
+
+TYPE_CHECKING = False  # typing is not imported at run time: a server starts without it
+if TYPE_CHECKING:
+    from typing import Final
 
 __all__ = ["QUIET_COLLECTIONS", "QUIET_SECONDS", "RECLAIM_EVERY", "RECLAIM_GROWTH",
            "Reclaimer", "freeze_survivors"]

@@ -12,24 +12,26 @@ Each server's ``serve()`` binds with the same functions, so both ways listen ali
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import errno
 import math
 import os
-import re
 import socket
 import stat
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+import sys
+from types import SimpleNamespace
 
 from ._record import record
 
+TYPE_CHECKING = False  # neither typing nor argparse is imported: a server starts without them
 if TYPE_CHECKING:
+    import argparse
     import ssl
+    from collections.abc import Callable, Sequence
+    from typing import Any
 
 __all__ = [
-    "Limits", "ServerParser", "add_server_arguments", "byte_size", "close_unix",
+    "SUPPRESS", "Limits", "ServerParser", "add_server_arguments", "byte_size", "close_unix",
     "parse_command_line", "server_options", "server_tls_context", "tcp_sockets", "unix_socket",
 ]
 
@@ -94,62 +96,148 @@ def server_tls_context(
     return context
 
 
-class ServerParser(argparse.ArgumentParser):
-    """The command line of a bundled server: an ``ArgumentParser`` that imports ``shutil``
-    (and ``bz2``, ``lzma``: about 2 ms of a server's start) only to show help or an error.
+#: ``help=SUPPRESS``: a flag accepted but not shown by ``--help`` (argparse's own marker).
+SUPPRESS = "==SUPPRESS=="
 
-    ``add_argument`` formats each argument to check it, with a formatter whose width argparse
-    asks ``shutil.get_terminal_size`` for; the width plays no part in that check.
+
+class _Flag:
+    """One flag of a :class:`ServerParser`, as its ``add_argument`` was called."""
+
+    __slots__ = ("action", "default", "dest", "flags", "help", "metavar", "type")
+
+    def __init__(
+        self, flags: tuple[str, ...], dest: str, action: str, type: Callable[[str], Any] | None,
+        default: Any, metavar: str | None, help: str | None,
+    ) -> None:
+        self.flags, self.dest, self.action, self.type = flags, dest, action, type
+        self.default, self.metavar, self.help = default, metavar, help
+
+
+class ServerParser:
+    """The command line of a bundled server, read without argparse: ``add_argument`` takes the
+    subset of argparse's parameters the servers use (``dest``, ``type``, ``default``,
+    ``metavar``, ``help`` and the actions ``store``, ``store_true`` and ``count``), and
+    :meth:`parse_args` reads a command line of those flags exactly as argparse would.
+
+    Why: importing argparse (with the ``gettext`` it imports) costs about 4 ms of a server's
+    start, before it can listen (issue 18). Only the usual spellings are read here: ``-p 5``,
+    ``--port 5``, ``--port=5``, ``-l=ADDR`` and each flag on its own. Anything else (``-h``,
+    ``--help``, an unknown flag, a missing or bad value, ``-p5``, ``-VV``, an abbreviated
+    ``--max-conn``, a value that begins with ``-``) is handed to an ``argparse.ArgumentParser``
+    built from the same calls, so help, usage errors (``prog: error: ...``, exit status 2) and
+    the rarer spellings are argparse's own.
     """
 
-    _checking = True
+    def __init__(self, prog: str, description: str | None = None) -> None:
+        self.prog = prog
+        self.description = description
+        self._flags: list[_Flag] = []
+        self._by_name: dict[str, _Flag] = {}
 
-    def _get_formatter(self) -> argparse.HelpFormatter:
-        if self._checking:
-            return self.formatter_class(prog=self.prog, width=80)  # type: ignore[call-arg]
-        return super()._get_formatter()
+    def add_argument(
+        self, *flags: str, dest: str | None = None, action: str = "store",
+        type: Callable[[str], Any] | None = None, default: Any = None,
+        metavar: str | None = None, help: str | None = None,
+    ) -> None:
+        """Add a flag spelled as each of ``flags``, stored as ``dest`` (by default from the
+        first ``--`` spelling, else the first: ``--max-memory`` is ``max_memory``).
 
-    def parse_known_args(  # type: ignore[override]
-        self, *args: Any, **kwargs: Any
-    ) -> tuple[argparse.Namespace, list[str]]:
-        self._checking = False  # from now on a formatter shows help or an error
-        return super().parse_known_args(*args, **kwargs)
+        Raises:
+            ValueError: a flag that does not begin with ``-``, one already added, or an
+                action other than ``store``, ``store_true`` and ``count``.
+        """
+        if action not in ("store", "store_true", "count"):
+            raise ValueError(f"unsupported action {action!r}")
+        if not flags or any(not f.startswith("-") or f in self._by_name for f in flags):
+            raise ValueError(f"bad or repeated flag in {flags!r}")
+        if dest is None:
+            first = next((f for f in flags if f.startswith("--")), flags[0])
+            dest = first.lstrip("-").replace("-", "_")
+        if action == "store_true" and default is None:
+            default = False
+        flag = _Flag(flags, dest, action, type, default, metavar, help)
+        self._flags.append(flag)
+        for name in flags:
+            self._by_name[name] = flag
 
+    def parse_args(self, argv: Sequence[str] | None = None) -> SimpleNamespace:
+        """Read ``argv`` (the process's arguments when None): each flag's ``dest`` is an
+        attribute of the result, its ``default`` when the flag is absent.
 
-@contextlib.contextmanager
-def _untranslated() -> Iterator[None]:
-    """argparse passes every message it builds through ``gettext`` (the help of ``-h``, the
-    usage prefix, each error), and each such call searches the locale directories for a
-    catalogue of the ``messages`` domain, importing ``locale`` on the way: about 20 ms of a
-    bundled server's start, before it could listen. No catalogue exists for argparse's
-    messages (CPython ships none), so they are taken as written while a server reads its
-    command line; argparse's own names are restored afterwards.
-    """
-    saved = argparse._, argparse.ngettext  # type: ignore[attr-defined]
-    argparse._ = str  # type: ignore[attr-defined]
-    argparse.ngettext = (  # type: ignore[attr-defined]
-        lambda singular, plural, n: singular if n == 1 else plural
-    )
-    try:
-        yield
-    finally:
-        argparse._, argparse.ngettext = saved  # type: ignore[attr-defined]
+        Raises:
+            SystemExit: ``-h``/``--help`` (status 0, after the help), or a command line
+                argparse refuses (status 2, after the usage and ``prog: error: ...``).
+        """
+        args = sys.argv[1:] if argv is None else list(argv)
+        values = self._read(args)
+        if values is None:  # not one of the usual spellings: argparse decides
+            return SimpleNamespace(**vars(self.argparse_parser().parse_args(args)))
+        return SimpleNamespace(**values)
+
+    def _read(self, args: list[str]) -> dict[str, Any] | None:
+        """The values of ``args``, or None when argparse must read them."""
+        values = {flag.dest: flag.default for flag in self._flags}
+        i = 0
+        while i < len(args):
+            arg = args[i]
+            i += 1
+            flag = self._by_name.get(arg)
+            explicit: str | None = None
+            if flag is None:
+                name, equals, explicit = arg.partition("=")
+                flag = self._by_name.get(name) if equals else None
+                if flag is None or flag.action != "store":
+                    return None
+            if flag.action == "store_true":
+                values[flag.dest] = True
+            elif flag.action == "count":
+                values[flag.dest] = (values[flag.dest] or 0) + 1
+            else:
+                if explicit is None:
+                    if i == len(args) or args[i].startswith("-"):
+                        return None  # missing, or perhaps a negative number: argparse's call
+                    explicit = args[i]
+                    i += 1
+                try:
+                    values[flag.dest] = explicit if flag.type is None else flag.type(explicit)
+                except (TypeError, ValueError):
+                    return None
+        return values
+
+    def argparse_parser(self) -> argparse.ArgumentParser:
+        """An ``argparse.ArgumentParser`` with the same prog, description and flags: what
+        reads the command lines :meth:`parse_args` does not, and writes ``--help``."""
+        import argparse
+
+        parser = argparse.ArgumentParser(prog=self.prog, description=self.description)
+        for flag in self._flags:
+            hidden = flag.help == SUPPRESS  # argparse compares its own marker by identity
+            options: dict[str, Any] = {"dest": flag.dest, "action": flag.action,
+                                       "default": flag.default,
+                                       "help": argparse.SUPPRESS if hidden else flag.help}
+            if flag.action == "store":
+                options.update(type=flag.type, metavar=flag.metavar)
+            parser.add_argument(*flag.flags, **options)
+        return parser
+
+    def format_help(self) -> str:
+        """What ``--help`` prints (argparse's formatting)."""
+        return self.argparse_parser().format_help()
 
 
 def parse_command_line(
-    build: Callable[[], argparse.ArgumentParser], argv: Sequence[str] | None
-) -> argparse.Namespace:
+    build: Callable[[], ServerParser], argv: Sequence[str] | None
+) -> SimpleNamespace:
     """Build a server's parser with ``build`` and read ``argv`` (the process's arguments when
-    None), without argparse's locale lookups (:func:`_untranslated`).
+    None).
 
     Raises:
         SystemExit: ``-h``, or arguments the parser refuses (argparse's own behaviour).
     """
-    with _untranslated():
-        return build().parse_args(argv)
+    return build().parse_args(argv)
 
 
-def add_server_arguments(parser: argparse.ArgumentParser, *, go_style: bool = False) -> None:
+def add_server_arguments(parser: ServerParser, *, go_style: bool = False) -> None:
     """The flags every bundled server takes: ``-c/--max-connections``, ``--idle-timeout``,
     ``--line-timeout``, ``--tls-cert``, ``--tls-key``, ``--tls-client-ca``. With ``go_style``
     (the Workq server, whose Go original spells flags ``-flag``) each also answers to one
@@ -189,6 +277,8 @@ def byte_size(text: str) -> int:
     Raises:
         ValueError: not a positive whole number of bytes (argparse reports it as a usage error).
     """
+    import re  # only a server given --max-memory compiles the pattern
+
     match = re.fullmatch(r"\s*(\d+)\s*([kKmMgG]?)[bB]?\s*", text)
     if match is None or int(match[1]) < 1:
         raise ValueError(f"a size in bytes (e.g. 65536, 512k, 64M, 1G) is expected, got {text!r}")
@@ -198,7 +288,7 @@ def byte_size(text: str) -> int:
 byte_size.__name__ = "size"  # argparse says "invalid size value: 'x'"
 
 
-def server_options(args: argparse.Namespace) -> tuple[Limits, ssl.SSLContext | None]:
+def server_options(args: SimpleNamespace) -> tuple[Limits, ssl.SSLContext | None]:
     """The limits and TLS context :func:`add_server_arguments`' flags ask for.
 
     Raises:

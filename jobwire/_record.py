@@ -27,20 +27,22 @@ from here.
 from __future__ import annotations
 
 import sys
+from _thread import get_ident
 from operator import attrgetter
 from types import CellType, CodeType, FunctionType
-from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
+TYPE_CHECKING = False  # typing is not imported: the bundled servers start without it
+if not TYPE_CHECKING:  # run-time stand-ins, before the real names (which ruff then reads)
+    from ._typing import TypeVar, overload
 
-    # At run time a stand-in: importing typing_extensions costs about 10 ms.
-    from typing_extensions import dataclass_transform
-else:
+    # importing typing_extensions costs about 10 ms
     def dataclass_transform(**_kwargs: object) -> Callable[[T], T]:
         return lambda function: function
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any, TypeVar, overload
 
-from _thread import get_ident
+    from typing_extensions import dataclass_transform
 
 __all__ = ["MISSING", "Field", "FrozenInstanceError", "field", "fields", "record", "replace"]
 

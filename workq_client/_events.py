@@ -9,10 +9,13 @@ is declared on the commands in ``_commands.py`` (``Command.shape``).
 from __future__ import annotations
 
 import enum
-from typing import Final
 
 from jobwire._events import NEED_DATA, NeedData
 from jobwire._record import field, record
+
+TYPE_CHECKING = False  # typing is not imported at run time: a server starts without it
+if TYPE_CHECKING:
+    from typing import Final
 
 __all__ = [
     "NEED_DATA",

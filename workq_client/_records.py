@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import enum
 from datetime import datetime
-from typing import TYPE_CHECKING, Generic
 
 from jobwire._numbers import parse_int
 from jobwire._record import field, record
@@ -32,14 +31,17 @@ __all__ = [
 
 
 #: The type of payloads and results: ``bytes`` unless a client's ``serializer=`` says otherwise.
+TYPE_CHECKING = False  # typing is not imported at run time: a server starts without it
 if TYPE_CHECKING:
+    from typing import Generic
+
     from typing_extensions import TypeVar
 
     B = TypeVar("B", default=bytes)
 else:  # the default is for type checkers; importing typing_extensions costs a server ~6 ms
-    from typing import TypeVar
+    from jobwire._typing import Generic, TypeVar
 
-    B = TypeVar("B")
+    B = TypeVar("B")  # a stand-in for the classes below; __getattr__ (at the end) for the rest
 
 
 class JobState(enum.IntEnum):
@@ -191,3 +193,16 @@ def server_info(record: Record) -> ServerInfo:
         _int(values, "active-clients"), _int(values, "evicted-jobs"), _time(values, "started"),
         extra,
     )
+
+
+if not TYPE_CHECKING:
+    del B
+
+    def __getattr__(name: str) -> object:
+        """``B``, a ``typing.TypeVar`` made (importing typing) when a module first imports it:
+        the clients' generic classes need the real one, the bundled server does not."""
+        if name != "B":
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from typing import TypeVar
+
+        return globals().setdefault("B", TypeVar("B"))

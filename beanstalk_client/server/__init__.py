@@ -16,13 +16,12 @@ beanstalk_client.server`` can listen before it imports the server.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from jobwire._lazy import lazy_exports
 
 #: The largest ``max_job_size`` beanstalkd accepts (``-z``): 1 GiB.
 MAX_JOB_SIZE_LIMIT = 1 << 30
 
+TYPE_CHECKING = False  # typing is not imported at run time: a server starts without it
 if TYPE_CHECKING:
     from ._serve import Server, run_server, serve
 

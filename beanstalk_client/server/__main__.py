@@ -32,7 +32,6 @@ import socket
 import sys
 from collections.abc import Sequence
 from types import FrameType
-from typing import TYPE_CHECKING
 
 from jobwire._listen import (
     Limits,
@@ -48,6 +47,7 @@ from jobwire._listen import (
 
 from . import MAX_JOB_SIZE_LIMIT
 
+TYPE_CHECKING = False  # typing is not imported: the server starts without it
 if TYPE_CHECKING:
     import ssl
 

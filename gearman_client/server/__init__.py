@@ -16,10 +16,9 @@ can listen before it imports the server.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from jobwire._lazy import lazy_exports
 
+TYPE_CHECKING = False  # typing is not imported at run time: a server starts without it
 if TYPE_CHECKING:
     from ._serve import Server, run_server, serve
 

@@ -23,15 +23,14 @@ waits in the kernel's accept queue and is served a moment later.
 
 from __future__ import annotations
 
-import argparse
 import signal
 import socket
 import sys
 from collections.abc import Sequence
-from types import FrameType, ModuleType
-from typing import TYPE_CHECKING
+from types import FrameType, ModuleType, SimpleNamespace
 
 from jobwire._listen import (
+    SUPPRESS,
     Limits,
     ServerParser,
     add_server_arguments,
@@ -41,6 +40,7 @@ from jobwire._listen import (
     tcp_sockets,
 )
 
+TYPE_CHECKING = False  # typing is not imported: the server starts without it
 if TYPE_CHECKING:
     import ssl
 
@@ -78,25 +78,25 @@ def _parser() -> ServerParser:
                         help="log connections and errors to stderr")
     add_server_arguments(parser)
     parser.add_argument("--ssl-certificate", dest="tls_cert", metavar="FILE",
-                        help=argparse.SUPPRESS)
-    parser.add_argument("--ssl-key", dest="tls_key", metavar="FILE", help=argparse.SUPPRESS)
-    parser.add_argument("--ssl", dest="ignored_ssl", action="store_true", help=argparse.SUPPRESS)
+                        help=SUPPRESS)
+    parser.add_argument("--ssl-key", dest="tls_key", metavar="FILE", help=SUPPRESS)
+    parser.add_argument("--ssl", dest="ignored_ssl", action="store_true", help=SUPPRESS)
     parser.add_argument("--ssl-ca-file", dest="ssl_ca_file", metavar="FILE",
-                        help=argparse.SUPPRESS)
+                        help=SUPPRESS)
     for flag in ("--threads", "-t", "--log-file", "-l", "--queue-type", "-q", "--job-retries",
                  "-j", "--backlog", "-b", "--file-descriptors", "-f",
                  "--pid-file", "-P", "--user", "-u", "--worker-wakeup", "-w"):
         parser.add_argument(flag, dest=f"ignored_{flag.strip('-')}", metavar="X",
-                            help=argparse.SUPPRESS)
+                            help=SUPPRESS)
     for flag in ("-d", "--daemon", "--exceptions", "--keepalive", "--round-robin", "-R"):
         parser.add_argument(flag, dest=f"ignored_{flag.strip('-')}", action="store_true",
-                            help=argparse.SUPPRESS)
+                            help=SUPPRESS)
     return parser
 
 
 def _serve(
     sockets: list[socket.socket],
-    args: argparse.Namespace,
+    args: SimpleNamespace,
     early: list[int],
     limits: Limits,
     ssl_context: ssl.SSLContext | None,

@@ -32,7 +32,6 @@ import itertools
 import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, TypeVar
 
 from jobwire._listen import Limits, tcp_sockets
 from jobwire._serving import (
@@ -61,8 +60,12 @@ from ._state import (
     ServerState,
 )
 
+TYPE_CHECKING = False  # typing is not imported at run time: a server starts without it
 if TYPE_CHECKING:
     import ssl
+    from typing import TypeVar
+else:
+    from jobwire._typing import TypeVar
 
 __all__ = ["Server", "run_server", "serve", "serve_listening"]
 

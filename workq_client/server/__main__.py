@@ -23,7 +23,6 @@ import socket
 import sys
 from collections.abc import Sequence
 from types import FrameType
-from typing import TYPE_CHECKING
 
 from jobwire._listen import (
     Limits,
@@ -37,6 +36,7 @@ from jobwire._listen import (
 
 from . import DEFAULT_PORT
 
+TYPE_CHECKING = False  # typing is not imported: the server starts without it
 if TYPE_CHECKING:
     import ssl
 

@@ -27,7 +27,6 @@ import random
 import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, TypeVar
 
 from jobwire._listen import Limits, tcp_sockets
 from jobwire._serving import CLOSE, Connection, InOrderSession, Log, Loop, running, running_async
@@ -37,10 +36,14 @@ from .._server_protocol import BadRequest, ServerConnection
 from . import DEFAULT_PORT
 from ._state import ConnState, ServerState
 
+TYPE_CHECKING = False  # typing is not imported at run time: a server starts without it
 if TYPE_CHECKING:
     import ssl
+    from typing import TypeVar
 
     from jobwire._url import TCPAddress
+else:
+    from jobwire._typing import TypeVar
 
 __all__ = ["DEFAULT_PORT", "Server", "make_loop", "run_server", "serve", "serve_listening"]
 

@@ -67,7 +67,6 @@ import itertools
 import random
 from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any
 
 from jobwire._record import field, record
 
@@ -99,6 +98,10 @@ from .._events import (
     Reply,
 )
 from .._records import JobState
+
+TYPE_CHECKING = False  # typing is not imported at run time: a server starts without it
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["JOB_OVERHEAD", "ConnState", "Job", "ServerState", "Waiter"]
 
