@@ -304,7 +304,7 @@ _make_put = _trusted_put()
 #: The common put line: four plain numbers, one space apart, nothing after them. It is the
 #: first line end of the buffer (no CR before it) and well inside its 224 bytes, so it is
 #: read exactly as the general path reads it; every other form of put takes the general path.
-_PUT_LINE = re.compile(rb"put ([0-9]{1,10}) ([0-9]{1,10}) ([0-9]{1,10}) ([0-9]{1,10})\r\n")
+_PUT_LINE = re.compile(rb"put ([0-9]{1,10} [0-9]{1,10} [0-9]{1,10}) ([0-9]{1,10})\r\n")
 
 
 class ServerConnection:
@@ -315,8 +315,8 @@ class ServerConnection:
     """
 
     __slots__ = (
-        "_data", "_discard", "_discarding_line", "_eof", "_held", "_held_size", "_pos", "_put",
-        "_wanted", "max_job_size",
+        "_data", "_discard", "_discarding_line", "_eof", "_fields", "_head", "_held",
+        "_held_size", "_pos", "_put", "_wanted", "max_job_size",
     )
 
     def __init__(self, *, max_job_size: int = DEFAULT_MAX_JOB_SIZE) -> None:
@@ -332,6 +332,9 @@ class ServerConnection:
         self._discard = 0  # body bytes of a too-big put still to drop
         self._discarding_line = False  # dropping 224-byte buffers of an over-long line
         self._put: tuple[int, int, int, int] | None = None  # a put whose body is awaited
+        # The last common put's "<pri> <delay> <ttr>" and their values (next_put).
+        self._head = b""
+        self._fields = (0, 0, 0)
         self.max_job_size = max_job_size
 
     def receive_data(self, data: bytes) -> None:
@@ -390,21 +393,9 @@ class ServerConnection:
     def next_event(self) -> Command[Reply] | BadRequest | ConnectionClosed | NeedData:
         """Return the next command, a ``BadRequest`` to answer, ``ConnectionClosed`` or
         :data:`NEED_DATA`. Never raises on client input: garbage becomes ``BadRequest``."""
-        if not (self._discard or self._put is not None or self._discarding_line):
-            # The common put, its body buffered, in one step.
-            data = self._data
-            match = _PUT_LINE.match(data, self._pos)
-            if match is not None:
-                pri, delay, ttr, size = map(int, match.groups())
-                start = match.end()
-                end = start + size
-                if (
-                    size <= self.max_job_size and end + 2 <= len(data) and data[end] == _CR
-                    and data[end + 1] == _LF and pri <= U32_MAX and delay <= U32_MAX
-                    and ttr <= U32_MAX
-                ):
-                    self._pos = end + 2
-                    return _make_put(data[start:end], pri, delay, ttr)
+        put = self.next_put()
+        if put is not None:
+            return _make_put(*put)
         if self._discard:
             self._discard -= self._drop(self._discard)
             if self._discard:
@@ -418,6 +409,37 @@ class ServerConnection:
             self._discarding_line = False
             return BadRequest(ErrorCode.BAD_FORMAT, f"line longer than {MAX_LINE} bytes")
         return self._parse(line)
+
+    def next_put(self) -> tuple[bytes, int, int, int] | None:
+        """The next command if it is a put in the common form (:data:`_PUT_LINE`) with its
+        body and CRLF buffered: ``(body, priority, delay, ttr)``, consumed. ``None`` (nothing
+        consumed) for anything else, which :meth:`next_event` reads.
+
+        The server's fast path for pipelined puts (no ``Put`` event made); :meth:`next_event`
+        reads the common put through it too, so both read it alike."""
+        if self._discard or self._put is not None or self._discarding_line:
+            return None
+        data = self._data
+        match = _PUT_LINE.match(data, self._pos)
+        if match is None:
+            return None
+        head, raw_size = match.group(1, 2)
+        if head == self._head:  # a producer's puts mostly share their priority, delay and TTR
+            pri, delay, ttr = self._fields
+        else:
+            pri, delay, ttr = map(int, head.split())
+            if pri > U32_MAX or delay > U32_MAX or ttr > U32_MAX:
+                return None
+            self._head, self._fields = head, (pri, delay, ttr)
+        size = int(raw_size)
+        start = match.end()
+        end = start + size
+        if size <= self.max_job_size and end + 2 <= len(data) and data[end] == _CR and (
+            data[end + 1] == _LF
+        ):
+            self._pos = end + 2
+            return data[start:end], pri, delay, ttr
+        return None
 
     def _drop(self, n: int) -> int:
         """Drop up to ``n`` buffered bytes; return how many were dropped."""

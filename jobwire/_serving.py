@@ -15,12 +15,12 @@ neither ``ssl`` (unless a TLS context is given) nor ``logging`` (unless a messag
 
 What protects a server from its clients (the same in all three):
 
-* **Back-pressure.** A connection's replies go to its output buffer; the loop sends them when
-  the connection's input ran dry (one ``send`` for all the replies of a read), or as soon as
-  they pass :data:`OUTPUT_CAP`. While more than that waits unsent the connection's commands do
-  not run and it is not read, until the kernel took enough: a client that sends and never
-  reads stops being read (TCP pushes back on it), as with beanstalkd, instead of growing the
-  server's memory without bound.
+* **Back-pressure.** A connection's replies go to its output buffer; the loop sends them at
+  the end of the connection's turn (one ``send`` for the replies of up to :data:`TURN`
+  commands), or as soon as they pass :data:`OUTPUT_CAP`. While more than that waits unsent
+  the connection's commands do not run and it is not read, until the kernel took enough: a
+  client that sends and never reads stops being read (TCP pushes back on it), as with
+  beanstalkd, instead of growing the server's memory without bound.
 * **Limits** (:class:`~jobwire._listen.Limits`; all off by default, as in beanstalkd and
   gearmand): a connection limit (one over it is accepted and closed at once), an idle timeout
   and a per-command ("line") timeout.
@@ -46,16 +46,16 @@ import sys
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ._events import NEED_DATA
 from ._listen import Limits
 
+TYPE_CHECKING = False  # typing is not imported at run time: a server starts without it
 if TYPE_CHECKING:  # types only: a Protocol class costs its import time
     import logging
     import ssl
     from types import ModuleType
-    from typing import Protocol
+    from typing import Any, Final, Protocol, TypeVar
 
     class Session(Protocol):
         """One connection as a protocol serves it (made by the loop's ``open_session`` once the
@@ -86,6 +86,8 @@ if TYPE_CHECKING:  # types only: a Protocol class costs its import time
         on_reply: Callable[[], None] | None
 
         def take_reply(self) -> Any: ...
+else:
+    from jobwire._typing import TypeVar
 
 
 __all__ = [
@@ -116,6 +118,10 @@ TLS_HANDSHAKE_TIMEOUT = 10.0
 READ_SIZE = 1 << 16
 #: Bytes a closing connection reads and drops at most (see :meth:`Connection._drop_unread`).
 DROP_CAP = 1 << 20
+#: Seconds the loop waits at most in one ``select``: a timer may be years away (a beanstalk
+#: put delayed 2**32-1 s), past what the system's wait accepts; the loop then wakes once a
+#: day for nothing.
+MAX_WAIT = 86400.0
 
 #: What :meth:`Session.run` returns: every complete command ran, read more.
 READ: Final = 0
@@ -452,12 +458,6 @@ class Connection:
                 self.closing = True
             elif loop.timed:
                 self._timed_read()
-        elif status == AGAIN:
-            if len(self.out) < OUTPUT_CAP:  # replies of the chunk go out together, later
-                if self.blocked_on is None:
-                    self.wake()
-                self._watch()
-                return
         elif status == CLOSE:
             self.closing = True
         elif status == ABORT:
@@ -466,6 +466,9 @@ class Connection:
                 self._drop_unread()
                 self.close()
             return
+        # AGAIN too: the turn's replies go now and the flush schedules the next turn, so a
+        # pipelining client reads them while the others take their turns. (Watching the
+        # socket for writing to send them cost two epoll_ctl calls a turn.)
         self.flush()
 
     def _timed_read(self) -> None:
@@ -791,6 +794,8 @@ class Loop:
             if other != _INF:
                 wait = max(0.0, other - _monotonic())
                 timeout = wait if timeout is None else min(timeout, wait)
+            if timeout is not None and timeout > MAX_WAIT:
+                timeout = MAX_WAIT  # epoll takes 2**31-1 ms at most: it raised OverflowError
         for key, mask in self.selector.select(timeout):
             key.data(mask)
         due = self._next_deadline()
@@ -943,8 +948,8 @@ class InOrderSession:
     """A client of a protocol that answers a connection's commands strictly in order, where
     some commands wait for an event (a beanstalk ``reserve``, a Workq ``lease``).
 
-    * **One send per read.** Every complete command read is answered, and the replies go out
-      together when the input ran dry (or passed :data:`OUTPUT_CAP`).
+    * **One send per turn.** Every complete command read is answered, and the replies of a
+      turn go out together at its end (or once they passed :data:`OUTPUT_CAP`).
     * **A waiting command holds the line.** The replies before it are sent; then the socket is
       only read to notice the client closing (up to the loop's ``wait_buffer_cap`` bytes, then
       TCP pushes back) until the state answers it; what was read then runs after the answer.
@@ -990,6 +995,13 @@ class InOrderSession:
     def busy(self) -> bool:
         return False
 
+    #: Optional: ``fast_path(out, turn)`` runs the commands at the front of the input that the
+    #: protocol answers without making events (beanstalk's common put), appending their
+    #: replies to ``out`` and calling ``turn.ran()`` after each; it returns True when the turn
+    #: is spent or ``out`` reached :data:`OUTPUT_CAP`, False when the next command (if any)
+    #: is one for ``next_event``. Its replies and effects must be exactly the general path's.
+    fast_path: Callable[[bytearray, Turn], bool] | None = None
+
     # -- the session -----------------------------------------------------------------------------
 
     @property
@@ -1014,8 +1026,10 @@ class InOrderSession:
             out += reply.encode()
             if turn.ran():
                 return AGAIN
-        next_event, answer = self.proto.next_event, self.answer
+        next_event, answer, fast_path = self.proto.next_event, self.answer, self.fast_path
         while True:
+            if fast_path is not None and fast_path(out, turn):
+                return AGAIN
             event = next_event()
             if event is NEED_DATA:
                 return READ

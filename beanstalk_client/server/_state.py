@@ -44,7 +44,6 @@ import os
 import socket
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any, Final
 
 from .._commands import (
     Bury,
@@ -91,6 +90,10 @@ from .._events import (
     Watching,
 )
 from .._stats import SERVER_KEYS, StatsValue, format_dict, format_list
+
+TYPE_CHECKING = False  # typing is not imported at run time: a server starts without it
+if TYPE_CHECKING:
+    from typing import Any, Final
 
 try:  # pragma: no cover - resource is POSIX-only
     import resource
@@ -334,7 +337,7 @@ def _deadline(job: Job) -> float:
 
 
 _Target = Job | ConnState | Tube
-_Handler = Callable[[ConnState, Any, float], "Reply | None"]
+_Handler = Callable[[ConnState, "Any", float], "Reply | None"]
 
 
 class ServerState:
@@ -731,11 +734,28 @@ class ServerState:
 
     # -- commands ------------------------------------------------------------------------------
 
+    def put(
+        self, conn: ConnState, body: bytes, priority: int, delay: int, ttr: int, now: float
+    ) -> int | Reply:
+        """``execute(conn, Put(body, priority, delay, ttr), now)`` without the ``Put`` (the
+        fields as the protocol core checked them) and the ``Inserted``: the new job's id, or
+        the reply when no job was stored (``OUT_OF_MEMORY``, ``DRAINING``). The server's fast
+        path for pipelined puts."""
+        if self._timers and self._timers[0][0] <= now:
+            self.advance(now)
+        return self._insert(conn, body, priority, delay, ttr, now)
+
     def _put(self, conn: ConnState, cmd: Put, now: float) -> Reply:
+        job_id = self._insert(conn, cmd.body, cmd.priority, cmd.delay, cmd.ttr, now)
+        return Inserted(job_id) if isinstance(job_id, int) else job_id
+
+    def _insert(
+        self, conn: ConnState, body: bytes, priority: int, delay: int, ttr: int, now: float
+    ) -> int | Reply:
         counts = self.counts
         counts["cmd-put"] += 1
         conn.producer = True
-        size = JOB_OVERHEAD + len(cmd.body)
+        size = JOB_OVERHEAD + len(body)
         if self.max_memory is not None and self.memory + size > self.max_memory:
             return _OUT_OF_MEMORY  # as beanstalkd's failed allocation: before an id is taken
         job_id = self._next_job_id
@@ -743,8 +763,7 @@ class ServerState:
         if self.draining:
             return _DRAINING
         tube = conn.use
-        delay = cmd.delay
-        job = Job(job_id, tube, cmd.priority, delay, cmd.ttr or 1, cmd.body, now)
+        job = Job(job_id, tube, priority, delay, ttr or 1, body, now)
         self.jobs[job_id] = job
         self.memory += size
         tube.jobs += 1
@@ -754,7 +773,7 @@ class ServerState:
             self._make_delayed(job, delay, now)
         else:
             self._make_ready(job, now)
-        return Inserted(job_id)
+        return job_id
 
     def _use(self, conn: ConnState, cmd: Use, now: float) -> Reply:
         self.counts["cmd-use"] += 1

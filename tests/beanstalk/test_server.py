@@ -85,10 +85,12 @@ from beanstalk_client._stats import (
     parse_tube_stats,
 )
 from beanstalk_client.server import Server, run_server, serve
-from beanstalk_client.server._state import ConnState, JobState, ServerState
+from beanstalk_client.server._serve import _Session
+from beanstalk_client.server._state import JOB_OVERHEAD, ConnState, JobState, ServerState
 from jobwire import TCPAddress, UnixAddress
+from jobwire._serving import Turn
 from tests.beanstalk.test_server_core import PUT_FORMS
-from tests.conftest import BEANSTALKD_TRANSCRIPT, SERVER_KINDS, start_server
+from tests.conftest import BEANSTALKD_TRANSCRIPT, SERVER_KINDS, fewer_examples, start_server
 from tests.waiting import wait_until
 
 TRANSCRIPT = BEANSTALKD_TRANSCRIPT
@@ -378,6 +380,108 @@ def test_pipelined_put_forms_are_answered_as_beanstalkd_answers(kind: str, write
     finally:
         wire.close()
         srv.stop()
+
+
+def test_timers_years_away_leave_the_server_serving() -> None:
+    # A put delayed 2**32-1 s and a reserve waiting as long put the loop's next timer past
+    # the longest wait epoll accepts: its select raised OverflowError and the server's loop
+    # died, every connection with it.
+    with run_server() as srv:
+        delayed, waiting, other = (Wire(srv.address) for _ in range(3))
+        try:
+            assert delayed.ask(b"put 0 4294967295 10 1\r\nx\r\n") == b"INSERTED 1\r\n"
+            waiting.send(b"reserve-with-timeout 4294967295\r\n")
+            wait_until(lambda: srv.call(lambda: srv.state.counts["cmd-reserve-with-timeout"]))
+            assert other.ask(b"put 0 0 10 1\r\ny\r\n") == b"INSERTED 2\r\n"
+            assert waiting.reply() == b"RESERVED 2 1\r\ny\r\n"
+            assert delayed.ask(b"list-tube-used\r\n") == b"USING default\r\n"
+        finally:
+            for wire in (delayed, waiting, other):
+                wire.close()
+
+
+#: Numbers for a put's fields: within 32 bits, one past, ten digits past, eleven digits.
+_PUT_NUMBERS = st.sampled_from([0, 1, 65536, 2**31, 2**32 - 1, 2**32, 9_999_999_999, 10**10])
+#: Delays that never run out during the test (a delayed job turning ready on one server and
+#: not yet on the other would be a difference of time, not of paths).
+_PUT_DELAYS = st.sampled_from([0, 0, 2**31, 2**32 - 1, 2**32])
+_OTHER_COMMANDS = [
+    b"use a\r\n", b"use b\r\n", b"watch b\r\n", b"ignore default\r\n",
+    b"reserve-with-timeout 0\r\n", b"delete 1\r\n", b"delete 2\r\n", b"bury 3 5\r\n",
+    b"release 4 7 0\r\n", b"kick 2\r\n", b"peek-ready\r\n", b"peek-delayed\r\n",
+    b"stats-tube a\r\n", b"pause-tube b 0\r\n", b"put 1 0 1\r\n", b"put \r\n", b"junk\r\n",
+    b"put 1 0 10 3\r", b"\n", b"x" * 230 + b"\r\n", *(line for line, _ in PUT_FORMS),
+]
+
+
+@st.composite
+def _put_stream(draw: st.DrawFn) -> bytes:
+    """Commands a producer might pipeline: runs of puts in the common form (numbers in and out
+    of range, bodies of the right length and not, too big, holding CRLF) among other commands
+    and put forms only the general path reads."""
+    parts: list[bytes] = []
+    for _ in range(draw(st.integers(1, 12))):
+        if draw(st.booleans()):
+            parts.append(draw(st.sampled_from(_OTHER_COMMANDS)))
+            continue
+        pri, delay, ttr = draw(_PUT_NUMBERS), draw(_PUT_DELAYS), draw(_PUT_NUMBERS)
+        size = draw(st.integers(0, 10))  # the servers take up to 8 bytes
+        body = draw(st.sampled_from([b"x" * size, b"y" * (size + 1), b"\r\n" * (size // 2)]))
+        put = b"put %d %d %d %d\r\n%b\r\n" % (pri, delay, ttr, size, body)
+        parts.append(put * draw(st.sampled_from([1, 2, 70, 150])))  # past a turn (64) too
+    return b"".join(parts)
+
+
+def _served(server: Server, stream: bytes, cuts: list[int]) -> tuple[bytes, Any]:
+    """Everything ``server`` answers to ``stream`` (sent in pieces at ``cuts``, then the
+    sending side closed), and what its state holds afterwards."""
+    wire = Wire(server.address)
+    try:
+        at = 0
+        for cut in [*sorted(cuts), len(stream)]:
+            wire.send(stream[at:cut])
+            at = cut
+        wire.sock.shutdown(socket.SHUT_WR)
+        replies = bytearray()
+        while data := wire.sock.recv(1 << 16):
+            replies += data
+    finally:
+        wire.close()
+
+    def snapshot() -> Any:
+        state = server.state
+        jobs = sorted((job.id, job.tube.name, job.priority, job.delay, job.ttr, job.body,
+                       job.state) for job in state.jobs.values())
+        return jobs, dict(state.counts), state.memory
+
+    return bytes(replies), server.call(snapshot)
+
+
+class _GeneralPathOnly(_Session):
+    def fast_path(self, out: bytearray, turn: Turn) -> bool:
+        return False  # every command goes through next_event
+
+
+@fewer_examples(2)
+@given(data=st.data())
+def test_the_put_fast_path_answers_and_stores_as_the_general_path(data: st.DataObject) -> None:
+    # The bundled server stores a pipelined put in its common form without a Put event or an
+    # Inserted reply (its fast path): every stream must get the same bytes back and leave
+    # the same jobs and counters as on a server reading everything through next_event.
+    stream = data.draw(_put_stream())
+    cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=6))
+    # Room for a few jobs only (OUT_OF_MEMORY), or none at all (DRAINING), now and then.
+    max_memory = data.draw(st.sampled_from([None, None, 5 * (JOB_OVERHEAD + 8)]))
+    draining = data.draw(st.sampled_from([False, False, False, True]))
+    with (
+        run_server(max_job_size=8, max_memory=max_memory) as fast,
+        run_server(max_job_size=8, max_memory=max_memory) as general,
+    ):
+        general._loop.open_session = lambda conn: _GeneralPathOnly(conn, general.state)
+        if draining:
+            fast.drain()
+            general.drain()
+        assert _served(fast, stream, cuts) == _served(general, stream, cuts)
 
 
 def _ok(doc: bytes) -> bytes:

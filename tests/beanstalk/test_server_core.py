@@ -597,6 +597,24 @@ def test_put_forms_read_as_beanstalkd_reads_them_at_every_split(
         assert server.buffered == 0 and not server.partial
 
 
+_FIELD = st.sampled_from([0, 1, 10, 100, 2**32 - 1])
+
+
+@given(st.lists(st.tuples(_FIELD, _FIELD, _FIELD, st.binary(max_size=8)), min_size=1,
+                max_size=20))
+def test_common_puts_in_a_row_are_each_read_with_their_own_fields(
+    puts: list[tuple[int, int, int, bytes]],
+) -> None:
+    # The core remembers the last common put's "<pri> <delay> <ttr>" to skip parsing the
+    # same numbers again: puts that repeat them and puts that change any one must all be
+    # read as sent.
+    server = ServerConnection(max_job_size=8)
+    server.receive_data(b"".join(
+        b"put %d %d %d %d\r\n%b\r\n" % (pri, delay, ttr, len(body), body)
+        for pri, delay, ttr, body in puts))
+    assert drain(server) == [Put(body, pri, delay, ttr) for pri, delay, ttr, body in puts]
+
+
 def test_a_body_over_many_reads_is_held_until_it_is_complete() -> None:
     server = ServerConnection(max_job_size=1 << 20)
     body = bytes(range(256)) * 1200  # 300 KiB
