@@ -144,6 +144,16 @@ _BARE_REPLIES: dict[bytes, Reply] = {
     b"DELETED": DELETED, b"RELEASED": RELEASED, b"TOUCHED": TOUCHED, b"PAUSED": PAUSED,
     **{code.value.encode(): ErrorReply(code) for code in ErrorCode},
 }
+#: A read that is one such line and nothing else, for those that leave the connection usable
+#: (the one-reply read returns no other): (the word, the event).
+_ONE_BARE_LINE: dict[bytes, tuple[bytes, Reply]] = {
+    word + b"\r\n": (word, reply) for word, reply in _BARE_REPLIES.items()
+    if not (type(reply) is ErrorReply and reply.fatal)
+}
+_LONGEST_BARE_LINE = max(map(len, _ONE_BARE_LINE))
+#: One INSERTED line, and the line of a RESERVED reply (ids and sizes as the parser accepts).
+_ONE_INSERTED = re.compile(rb"INSERTED ([0-9]{1,%d})\r\n" % MAX_DIGITS)
+_RESERVED_LINE = re.compile(rb"RESERVED ([0-9]{1,%d}) ([0-9]{1,%d})\r\n" % (MAX_DIGITS, MAX_DIGITS))
 
 
 class Connection(InOrderClientCore):
@@ -180,26 +190,57 @@ class Connection(InOrderClientCore):
             self._pending.append(command)
         return data
 
-    def receive_batch(self, data: bytes) -> list[Inserted] | None:
+    def receive_batch(self, data: bytes) -> list[Reply] | None:
         """:meth:`receive_data` and the :meth:`next_event` calls after it in one step (the
-        session's batch hook, ``jobwire._core.InOrderClientCore.receive_batch``) for the
-        commonest read of pipelined puts: when ``data`` is two or more whole ``INSERTED <id>``
-        lines and nothing else, nothing else is buffered and every command they answer is a
-        put, those puts are answered and their ``Inserted`` events returned in order.
-        Otherwise nothing happens and it returns None (a lone line costs less the usual way).
+        session's batch hook, ``jobwire._core.InOrderClientCore.receive_batch``) for the two
+        commonest reads, when nothing else is buffered:
+
+        * one whole reply and nothing else (a call made one at a time): ``INSERTED <id>``, a
+          one-word reply that leaves the connection usable (``DELETED``, ``NOT_FOUND``...) or
+          ``RESERVED <id> <bytes>`` with its body, answering the oldest command;
+        * two or more whole ``INSERTED <id>`` lines and nothing else, every command they
+          answer a put (pipelined puts).
+
+        Those commands are answered and their events returned in order. Otherwise nothing
+        happens and it returns None: the line parser reads ``data`` (and raises what it
+        raises). A property test holds this path to the line parser.
         """
+        pending = self._pending
         if (
-            data[:9] != b"INSERTED "
-            or data.count(b"\n", 0, 64) < 2
-            or self._state is not _OPEN
-            or self._buffer
+            not pending
             or self._step is not _LINE
+            or self._buffer._data
             or self._eof
-            or _INSERTED_RUN.fullmatch(data) is None
+            or self._state is not _OPEN
         ):
             return None
+        if len(data) <= _LONGEST_BARE_LINE and (bare := _ONE_BARE_LINE.get(data)) is not None:
+            if bare[0] not in pending[0].accepts:
+                return None
+            pending.popleft()
+            return [bare[1]]
+        if data[:9] == b"RESERVED ":
+            line = _RESERVED_LINE.match(data)
+            if line is None or b"RESERVED" not in pending[0].accepts:
+                return None
+            size = int(line[2])
+            start = line.end()
+            if (
+                size > self.max_body_size
+                or start + size + 2 != len(data)
+                or not data.endswith(b"\r\n")
+            ):
+                return None
+            pending.popleft()
+            return [Reserved(int(line[1]), data[start:start + size])]
+        if (one := _ONE_INSERTED.fullmatch(data)) is not None:
+            if b"INSERTED" not in pending[0].accepts:
+                return None
+            pending.popleft()
+            return [Inserted(int(one[1]))]
+        if data[:9] != b"INSERTED " or _INSERTED_RUN.fullmatch(data) is None:
+            return None
         ids = _INSERTED_ID.findall(data)
-        pending = self._pending
         count = len(ids)
         if len(pending) < count:
             return None

@@ -39,6 +39,7 @@ from ._commands import (
     Bury,
     Command,
     Delete,
+    Quit,
     Release,
     Reserve,
     ReserveWithTimeout,
@@ -54,13 +55,14 @@ from ._events import (
     Reply,
     Reserved,
 )
-from ._protocol import DEFAULT_MAX_BODY_SIZE, Connection
+from ._protocol import DEFAULT_MAX_BODY_SIZE, Connection, ConnectionState
 from ._stats import parse_job_stats
 from .errors import ERRORS, Buried
 
 __all__ = ["Pending", "Session"]
 
 _monotonic = time.monotonic
+_OPEN = ConnectionState.OPEN  # an enum member looked up on its class costs as much as a call
 
 R = TypeVar("R", bound=Reply, covariant=True)
 
@@ -84,7 +86,8 @@ class Pending(BasePending[R]):
         self.waker = None
         self.then = None
         self.command = command
-        #: When it was submitted (``time.monotonic``): a re-issued reserve waits what is left.
+        #: When a reserve-with-timeout was submitted (``time.monotonic``; 0.0 for the other
+        #: commands): re-issued, it waits what is left.
         self.sent_at = sent_at
 
 
@@ -111,14 +114,28 @@ class Session(FifoSession["Pending[Reply]"]):
         """
         if self.broken is not None:
             self.check_usable()
-        data = self.conn.send(command)
-        pending: Pending[R] = Pending(command, _monotonic())
+        conn = self.conn
+        if conn._state is _OPEN and type(command) is not Quit:  # Connection.send, inline
+            data = command.encode()
+            conn._pending.append(command)
+        else:
+            data = conn.send(command)  # raises, or enters CLOSING on quit
+        # Only a reserve-with-timeout reads when it was sent (_reissue): no clock for the rest.
+        pending: Pending[R] = Pending(
+            command, _monotonic() if type(command) is ReserveWithTimeout else 0.0
+        )
         if self._next is None and not self._out:  # FifoSession.queue, inline
             self._next = data
         else:
             self._out += data
         self._fifo.append(pending)
         return pending
+
+    @property
+    def idle(self) -> bool:
+        """No request is in flight, nor awaited by the core (``FifoSession.idle``, without
+        its lookups: the transport asks after every read)."""
+        return not self._fifo and not self.conn._pending
 
     def dispatch(self, event: Reply) -> None:
         """Complete the oldest Pending with ``event``: its reply, or a typed error; or, for a

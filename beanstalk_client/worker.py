@@ -527,9 +527,7 @@ class _Reserving(Source["_Held"]):
             retry_in = 0.0
             if free > 0:
                 if self.work_known:
-                    for _ in range(free):
-                        client._submit_nowait(ReserveWithTimeout(0), self._on_reserve)
-                    self.reserves_out += free
+                    self._reserve_free(client)
                 elif not self.blocking_out:
                     retry_in = self.next_blocking - anyio.current_time()
                     if retry_in <= 0:
@@ -597,7 +595,7 @@ class _Reserving(Source["_Held"]):
                error: Exception | None) -> Awaitable[None] | None:
         if error is None:
             if not job.stale:
-                self._ack(Delete, job)
+                self._delete(job)
             return None
         self.w.stats.failed += 1
         log.error("job %d: handler failed", job.job.id, exc_info=error)
@@ -614,6 +612,27 @@ class _Reserving(Source["_Held"]):
     def forget(self, job: _Held) -> None:
         if self.held.get(job.job.id) is job:
             del self.held[job.job.id]
+        client = self.client
+        if (self.work_known and not self.engine.stopping and client is not None
+                and client._session.broken is None):
+            # The slot is free: queue its next reserve now, behind the job's outcome, so that
+            # both leave in the write that follows this pass of the loop (the fetch loop would
+            # queue it a pass later, in a write of its own).
+            self._reserve_free(client)
+
+    def _reserve_free(self, client: AsyncClient) -> None:
+        """Queue a non-blocking reserve for each free slot without one (work is known to
+        wait: the last reserve found a job).
+
+        Raises:
+            ConnectionLost: the connection is broken.
+        """
+        free = self.engine.free - self.reserves_out
+        if free > 0:
+            self.reserves_out += free
+            submit, then = client._submit_nowait, self._on_reserve
+            for _ in range(free):
+                submit(ReserveWithTimeout(0), then)
 
     async def drain(self) -> None:
         """Wait for every queued ack to be answered, so that closing cannot drop a delete the
@@ -641,6 +660,29 @@ class _Reserving(Source["_Held"]):
             self._ack(Release, held, priority=priority, delay=retry.delay(reserves))
         else:
             self._ack(Bury, held, priority=priority)
+
+    def _delete(self, held: _Held) -> None:
+        """``_ack(Delete, held)`` written out: the outcome of every handler that returns. No
+        wake-up here: the engine wakes the fetch loop (which flushes) once the hold ends."""
+        client = self.client
+        if client is None or client._session.broken is not None:
+            self._lost(held, Delete.name, "no connection")
+            return
+        events = self.w.events
+        queued_at = 0.0 if events is None else time.time()
+        self.acks_out += 1
+
+        def deleted(pending: Pending[Reply]) -> None:
+            self.acks_out -= 1
+            self.engine.wake()
+            if pending.error is None:
+                self.w.stats.deleted += 1
+                if events is not None:
+                    self._emit("completed", held, queued_at)
+            else:
+                self._lost(held, Delete.name, str(pending.error))
+
+        client._submit_nowait(Delete(held.job.id), deleted)
 
     def _ack(
         self,

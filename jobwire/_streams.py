@@ -159,13 +159,6 @@ class _TLS:
         return self.outgoing.read()
 
 
-def _poll_in(sock: socket.socket) -> bool:
-    """Whether ``sock`` has bytes (or end of stream, or an error) to read now."""
-    poller = select.poll()
-    poller.register(sock, select.POLLIN)
-    return bool(poller.poll(0))
-
-
 class SyncStream:
     """A connected blocking socket with per-call timeouts.
 
@@ -174,7 +167,7 @@ class SyncStream:
     before every ``recv`` and ``send``, a quarter of a request's time on loopback.
     """
 
-    __slots__ = ("_rcv_timeout", "_snd_timeout", "_sock", "address")
+    __slots__ = ("_rcv_timeout", "_snd_timeout", "_sock", "address", "poll")
 
     def __init__(self, sock: socket.socket, address: Address) -> None:
         sock.settimeout(None)
@@ -182,6 +175,11 @@ class SyncStream:
         self._rcv_timeout: float | None = None
         self._snd_timeout: float | None = None
         self.address = address
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        #: ``poll(0)``: non-empty when bytes, the end of the stream or an error wait to be
+        #: read (one ``poll`` call, the socket registered once rather than on every look).
+        self.poll = poller.poll
 
     @classmethod
     def connect(
@@ -266,7 +264,7 @@ class SyncStream:
             ConnectionLost: the socket failed.
         """
         try:
-            if not _poll_in(self._sock):  # cheaper than a recv that fails with EAGAIN
+            if not self.poll(0):  # cheaper than a recv that fails with EAGAIN
                 return None
             return self._sock.recv(READ_SIZE, socket.MSG_DONTWAIT)
         except BlockingIOError:
@@ -305,12 +303,29 @@ class AsyncStream:
     That is most of the async clients' time on loopback.
     """
 
-    __slots__ = ("_loop", "_reader", "_sock", "_spurious", "address")
+    __slots__ = (
+        "_aio", "_deadline", "_loop", "_poll", "_reader", "_sock", "_spurious", "_timer",
+        "_timer_at", "address",
+    )
 
     def __init__(self, sock: socket.socket, address: Address) -> None:
         sock.setblocking(False)
         self._sock = sock
         self.address = address
+        poller = select.poll()
+        poller.register(sock, select.POLLIN)
+        # poll(0): whether bytes (or the end of the stream, an error) wait to be read, without
+        # the exception a recv that finds nothing raises.
+        self._poll = poller.poll
+        # The asyncio loop last seen running a wait here (asyncio's own lookup of the running
+        # loop costs a getpid() system call on Python 3.11), or None: not on asyncio.
+        self._aio: asyncio.AbstractEventLoop | None = None
+        # On asyncio, one timer serves the deadlines of successive waits: armed for the first,
+        # it is kept while later waits have later deadlines (the common case, a limit counted
+        # from each call) and, when it fires early, armed again for the waiting one's.
+        self._deadline: float | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
         # On asyncio the socket stays registered with the loop between waits (add_reader and
         # remove_reader are two epoll_ctl calls and selector bookkeeping on every wait through
         # anyio.wait_readable): the loop it is registered with, the future the reading task
@@ -396,7 +411,7 @@ class AsyncStream:
                 except OSError as exc:
                     raise ConnectionLost(f"receive from {self.address}: {exc}") from exc
             tried = False
-            loop = asyncio_loop()
+            loop = self.event_loop()
             try:
                 if loop is None:
                     await anyio.wait_readable(sock)
@@ -405,12 +420,14 @@ class AsyncStream:
                         return data
                 else:
                     waiter = self._received(loop)
-                    timer = loop.call_at(deadline, self._expire, waiter)
+                    self._deadline = deadline
+                    if self._timer is None or self._timer_at > deadline:
+                        self._arm(loop, deadline)
                     try:
                         if (data := await waiter) is not None:
                             return data
                     finally:
-                        timer.cancel()
+                        self._deadline = None
             except TimeoutError:
                 raise
             except (anyio.ClosedResourceError, OSError, ValueError) as exc:
@@ -430,6 +447,31 @@ class AsyncStream:
         self._spurious = 0
         self._reader = waiter = loop.create_future()
         return waiter
+
+    def event_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The asyncio loop running the caller, or None (trio), looked up once per loop."""
+        loop = self._aio
+        if loop is None or loop.is_closed():
+            loop = self._aio = asyncio_loop()
+        return loop
+
+    def _arm(self, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = loop.call_at(deadline, self._on_timer)
+        self._timer_at = deadline
+
+    def _on_timer(self) -> None:
+        """The deadline timer fired: expire the waiting read if its deadline is this one,
+        else wait on for the later deadline it has."""
+        armed, self._timer = self._timer_at, None
+        deadline, waiter = self._deadline, self._reader
+        if deadline is None or waiter is None or waiter.done():
+            return
+        if armed >= deadline:
+            self._expire(waiter)
+        elif (loop := self._aio) is not None:
+            self._arm(loop, deadline)
 
     def _expire(self, waiter: asyncio.Future[bytes | None]) -> None:
         if not waiter.done():
@@ -468,6 +510,9 @@ class AsyncStream:
         loop, self._loop = self._loop, None
         if loop is not None and not loop.is_closed():
             loop.remove_reader(self._sock)
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
         waiter, self._reader = self._reader, None
         if waiter is not None and not waiter.done():
             waiter.set_exception(anyio.ClosedResourceError())
@@ -480,6 +525,8 @@ class AsyncStream:
             ConnectionLost: the socket broke or was closed.
         """
         try:
+            if not self._poll(0):  # cheaper than a recv that fails with EAGAIN
+                return None
             return self._sock.recv(READ_SIZE)
         except BlockingIOError:
             return None

@@ -33,6 +33,7 @@ from types import EllipsisType
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
+import anyio.lowlevel
 
 from ._pending import Pending
 from ._session import SessionLike
@@ -206,6 +207,9 @@ class AsyncTransport:
         self._quiet = True
         # Tasks waiting for a reply, longest-waiting first (to hand the reader role to).
         self._waiters: dict[Pending[Any], None] = {}
+        # flush_nowait() sent bytes and no task has waited since: the next wait_done() does
+        # not look for a reply first (it cannot be here yet).
+        self._sent = False
 
     @property
     def connected(self) -> bool:
@@ -296,6 +300,7 @@ class AsyncTransport:
         if sent < len(data):
             self._unsent = data[sent:]
             return False
+        self._sent = True
         return not stream.buffered
 
     async def flush(self) -> None:
@@ -330,6 +335,10 @@ class AsyncTransport:
         if self.session.broken is not None and self._stream is stream:
             await self._drop_stream()
 
+    def _event_loop(self) -> asyncio.AbstractEventLoop | None:
+        stream = self._stream
+        return asyncio_loop() if stream is None else stream.event_loop()
+
     def _read_early(self, stream: AsyncStream) -> bool:
         """See :func:`_read_early`."""
         self._quiet = False
@@ -356,10 +365,16 @@ class AsyncTransport:
         """
         tried = False  # nothing was received a moment ago: the first read may wait at once
         if not pending.done and not self._reading:
-            got = self._read_nowait()
-            if got:
-                await self._finish_read()
-            tried = got is None
+            if self._sent:
+                # The request went out just now (no await since): its reply cannot be here
+                # yet, so wait for it without a read that would find nothing.
+                tried = True
+            else:
+                got = self._read_nowait()
+                if got:
+                    await self._finish_read()
+                tried = got is None
+        self._sent = False
         if pending.done:  # answered already: no cancel scope, no trip through the event loop
             if self._waiters and not self._reading:
                 # Our read may have answered the waiter the last reader handed its role to:
@@ -369,7 +384,7 @@ class AsyncTransport:
         try:
             if limit is None or limit == math.inf:
                 await self._wait_loop(pending, tried)  # no cancel scope: they cost every call
-            elif (loop := asyncio_loop()) is not None:
+            elif (loop := self._event_loop()) is not None:
                 # On asyncio the deadline is a timer on what this task waits for (a cancel
                 # scope costs more than the rest of a request's wait); it raises TimeoutError.
                 await self._wait_loop(pending, tried, loop, loop.time() + limit)
@@ -505,8 +520,9 @@ class AsyncTransport:
         return cast("list[P]", state.result(unsent, stop, waited))
 
     async def serve(self) -> None:
-        """Be the reader until cancelled: read, feed the session, flush what its callbacks
-        queued. Tasks meanwhile wait to be woken by their replies (workers use this).
+        """Be the reader until cancelled: read, feed the session, let the tasks it woke run,
+        flush what they and its callbacks queued; one read per pass of the event loop. Tasks
+        meanwhile wait to be woken by their replies (workers use this).
 
         Raises:
             ConnectionLost: the connection failed or the server closed it.
@@ -519,13 +535,19 @@ class AsyncTransport:
         self._reading = True
         try:
             while True:
-                await self.flush()
+                if not self.flush_nowait():
+                    await self.flush()
                 self.session.receive_data(await stream.receive())
                 if self.session.idle:
                     self._quiet = True
                 if self.session.broken is not None:
                     await self._drop_stream()
                     raise ConnectionLost(str(self.session.broken))
+                # One read per pass of the event loop: the tasks these replies woke run (and
+                # queue what they send) before the next read and the flush before it. Reading
+                # again at once would chase a server that writes each reply as it goes, a
+                # reply per read, while the tasks that would send it more work wait.
+                await anyio.lowlevel.checkpoint()
         except JobwireError as exc:
             self.session.fail(exc)
             await self._drop_stream()
@@ -692,10 +714,15 @@ class Transport:
         """
         data = self.session.data_to_send()
         if data:
-            stream = self._usable()
-            if self._quiet and self._read_early(stream):
-                self._drop_stream()  # the requests have the core's error: nothing is sent
-                return
+            stream = self._stream
+            if stream is None:
+                stream = self._usable()  # raises
+            if self._quiet:
+                self._quiet = False
+                # Nothing arrived while idle (the common case) costs one poll and no call.
+                if stream.poll(0) and self._read_early(stream):
+                    self._drop_stream()  # the requests have the core's error: nothing is sent
+                    return
             try:
                 stream.send(data, self.timeout)
             except JobwireError as exc:
@@ -710,7 +737,9 @@ class Transport:
             JobwireError: whatever the request ended with.
         """
         self.wait_done(pending, limit)
-        return pending.result()
+        if pending.done and pending.error is None:  # Pending.result, inline
+            return pending.reply  # type: ignore[return-value]  # done without an error
+        return pending.result()  # raises
 
     def call(self, pending: Pending[R], limit: float | None) -> R:
         """:meth:`flush`, then :meth:`wait`: the round trip of a request just submitted, in

@@ -19,7 +19,8 @@ What the engine owns
 * **Per job** the engine costs a few plain calls: :meth:`Engine.offer`, the slot's handler
   call, :meth:`Source.settle` and the end of the hold (:meth:`Source.forget` only when the
   source defines it). :attr:`Engine.wake` is the current event's own ``set`` and events are
-  made from the running backend's class, so no wrapper runs per reply.
+  made from the running backend's class (on asyncio: one loop future each, no
+  ``asyncio.Event``), so no wrapper runs per reply.
 * **Reconnect.** The source's ``connect`` and its fetch loop raising one of ``reconnect_on``
   close the connection and wait a jittered back-off (``stats.reconnects`` counts it) before
   trying again; a stop cuts the wait short.
@@ -42,8 +43,9 @@ import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from types import TracebackType
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import anyio
 import anyio.abc
@@ -52,16 +54,55 @@ import anyio.lowlevel
 
 from jobwire._backoff import Backoff
 from jobwire._signals import watch_signals
+from jobwire._streams import asyncio_loop
 from jobwire._threads import run_in_thread
 from jobwire.errors import JobwireConnectionError
 
-__all__ = ["BlockingRunner", "Counters", "Engine", "Source"]
+if TYPE_CHECKING:
+    import asyncio
+
+__all__ = ["BlockingRunner", "Counters", "Engine", "Source", "Wakeup"]
 
 J = TypeVar("J")
 A = TypeVar("A")
 S = TypeVar("S")
 H_co = TypeVar("H_co", covariant=True)
 
+
+class Wakeup(Protocol):
+    """What :meth:`Engine.changed` hands out: an ``anyio.Event``, or on asyncio the same three
+    calls on one loop future, for the one task that waits on it."""
+
+    def set(self) -> None: ...
+
+    def is_set(self) -> bool: ...
+
+    async def wait(self) -> None: ...
+
+
+class _FutureEvent:
+    """An event for one waiting task on asyncio, made of one loop future. An ``asyncio.Event``
+    (under anyio's) looks the running loop up on every wait, which on Python 3.11 costs a
+    getpid() system call: once per job for a handler slot. Waiting on an event already set is
+    a checkpoint, as with ``anyio.Event``; a cancelled wait leaves the event set."""
+
+    __slots__ = ("_future",)
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._future: asyncio.Future[None] = loop.create_future()
+
+    def set(self) -> None:
+        if not self._future.done():
+            self._future.set_result(None)
+
+    def is_set(self) -> bool:
+        return self._future.done()
+
+    async def wait(self) -> None:
+        if self._future.done():
+            await anyio.lowlevel.checkpoint()
+        else:
+            await self._future
 
 
 class Counters(Protocol):
@@ -179,14 +220,14 @@ class Engine(Generic[J]):
         self.abandoned = 0
         #: Whether a job fetched now is handled (running, not stopping).
         self.accepting = False
-        #: The running backend's event class (``anyio.Event()`` looks the backend up each
-        #: time); set by :meth:`run`.
-        self._event: Callable[[], anyio.Event] = anyio.Event
-        self._wake = anyio.Event()
+        #: Makes the events of :meth:`changed` and of idle slots for the running backend
+        #: (``anyio.Event()`` looks the backend up each time); set by :meth:`run`.
+        self._event: Callable[[], Wakeup] = anyio.Event
+        self._wake: Wakeup = anyio.Event()
         #: Sets the event :meth:`changed` handed out last (a bound method, rebound there).
         self.wake: Callable[[], None] = self._wake.set
         self._stop_event: anyio.Event | None = None
-        self._idle: list[anyio.Event] = []
+        self._idle: list[Wakeup] = []
         self._handlers_tg: anyio.abc.TaskGroup | None = None
         self._handler: Callable[[Any], Awaitable[object]] | None = None
         self._view: Callable[[J], Any] = _same
@@ -203,7 +244,7 @@ class Engine(Generic[J]):
         """Slots with no job held, less the threads given up."""
         return self.concurrency - len(self.holding) - self.abandoned
 
-    def changed(self) -> anyio.Event:
+    def changed(self) -> Wakeup:
         """A fresh event, set at the next change (a job offered or done, a reply that called
         :attr:`wake`, a stop). Take it *before* looking at the state it guards."""
         self._wake = wake = self._event()
@@ -277,8 +318,13 @@ class Engine(Generic[J]):
         reconnecting with back-off; then shut down gracefully and close. A handler is called
         with ``view(job)``: what the protocol hands its handlers."""
         self._handler, self._view = handler, view
-        self._event = type(anyio.Event())
-        self._stop_event = self._event()
+        loop = asyncio_loop()
+        if loop is None:
+            self._event = type(anyio.Event())
+        else:
+            self._event = partial(_FutureEvent, loop)
+        # Waited on by more than one task in turn, and under timeouts: an anyio.Event.
+        self._stop_event = anyio.Event()
         if self.stopping:
             self._stop_event.set()
         try:

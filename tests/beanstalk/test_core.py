@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from beanstalk_client._commands import (
@@ -1014,3 +1014,127 @@ def test_a_read_of_whole_inserted_lines_answering_puts_takes_the_one_step_path()
     assert conn.receive_batch(b"INSERTED 1\r\nINSERTED 2\r\n") is None
     conn.receive_data(b"INSERTED 1\r\nDELETED\r\n")
     assert conn.next_event() == Inserted(1)
+
+
+# -- a read of one whole reply, parsed in one step (a call made one at a time) -----------------
+
+_GOOD_REPLIES = [
+    *(b"%s\r\n" % code.value.encode() for code in ErrorCode),
+    b"DELETED\r\n", b"RELEASED\r\n", b"TOUCHED\r\n", b"PAUSED\r\n", b"BURIED\r\n",
+    b"BURIED 5\r\n", b"INSERTED 12\r\n", b"INSERTED 0\r\n", b"RESERVED 3 2\r\nhi\r\n",
+    b"RESERVED 3 0\r\n\r\n", b"RESERVED 4 6\r\n\r\n\r\n\r\n", b"RESERVED 4 7\r\n1234567\r\n",
+    b"FOUND 3 2\r\nhi\r\n", b"OK 2\r\nhi\r\n", b"USING t\r\n", b"WATCHING 2\r\n",
+    b"KICKED 1\r\n", b"KICKED\r\n",
+]
+_NUMBERS = [b"", b"-1", b"+1", b"007", b"9" * 21, b"1 2", b" 1", b"\xd9\xa1", b"1\r", b"0"]
+
+
+@st.composite
+def _one_reply(draw: st.DrawFn) -> bytes:
+    """One reply as a server may send it (half the time), or nearly: a number made odd, a
+    stray space or line end, a body shorter or longer than announced, a cut, a second reply
+    behind."""
+    reply = draw(st.sampled_from(_GOOD_REPLIES))
+    change = draw(st.sampled_from(
+        ["none", "none", "none", "none", "number", "space", "end", "tail", "body", "cut", "more",
+         "lower"]))
+    if change == "number" and b" " in reply:
+        word, _, rest = reply.partition(b" ")
+        number = draw(st.sampled_from(_NUMBERS))
+        reply = word + b" " + (number + rest[rest.index(b"\r\n"):] if rest[:1].isdigit()
+                               and b" " not in rest.split(b"\r\n")[0] else number + b" " + rest)
+    elif change == "space":
+        at = reply.index(b"\r\n")
+        reply = reply[:at] + b" " + reply[at:]
+    elif change == "end":
+        reply = reply.replace(b"\r\n", draw(st.sampled_from([b"\n", b"\r", b"\r\r\n"])), 1)
+    elif change == "tail":  # the last CRLF (a body's, for a reply with one) made other bytes
+        reply = reply[:-2] + b"xx"
+    elif change == "body":
+        reply = reply[:-2] + draw(st.sampled_from([b"x", b"", b"xy"])) + b"\r\n"
+    elif change == "cut":
+        reply = reply[:draw(st.integers(1, len(reply) - 1))]
+    elif change == "more":
+        reply += draw(st.sampled_from([b"INSERTED 1\r\n", b"DEL", b"DELETED\r\n", b"\r\n"]))
+    elif change == "lower":
+        reply = reply.lower()
+    return reply
+
+
+_HEADS = [
+    Put(b"x"), Reserve(), ReserveWithTimeout(0), ReserveJob(1), Delete(1), Release(1),
+    Bury(1), Touch(1), Peek(1), StatsJob(1), Use("t"), Watch("t"), Ignore("t"), Kick(1),
+    KickJob(1), PauseTube("t", 1), Stats(),
+]
+
+
+def _read_outcomes(
+    data: bytes, commands: list[Command[Reply]], fast: bool, before: bytes
+) -> tuple[Any, ...]:
+    session = Session(max_body_size=6)
+    if not fast:
+        session.conn = _LineByLine(max_body_size=6)
+    pendings = [session.submit(command) for command in commands]
+    session.data_to_send()
+    if before:
+        session.receive_data(before)  # leaves a partial reply buffered, or a body awaited
+    session.receive_data(data)
+    return (
+        [(p.done, p.reply, type(p.error).__name__ if p.error else None) for p in pendings],
+        None if session.broken is None else type(session.broken).__name__,
+        session.conn.state, session.conn.pending,
+    )
+
+
+@st.composite
+def _awaiting(draw: st.DrawFn, data: bytes) -> list[Command[Reply]]:
+    """The commands awaiting replies: most often led by one that the read's first word can
+    answer (the case the one-step read takes), else any (none included)."""
+    word = data.split(b"\r\n")[0].partition(b" ")[0]
+    fitting = [command for command in _HEADS if word in command.accepts]
+    heads = draw(st.lists(st.sampled_from(_HEADS), max_size=2))
+    if fitting and draw(st.integers(0, 3)):
+        heads.insert(0, draw(st.sampled_from(fitting)))
+    return heads
+
+
+@given(
+    data_heads=_one_reply().flatmap(lambda data: st.tuples(st.just(data), _awaiting(data))),
+    before=st.sampled_from([b"", b"", b"DELE", b"RESERVED 1 2\r\n", b"RESERVED 1 2\r\nx"]),
+)
+# The rarer draws, every run: a body not followed by CRLF, a reply that cannot answer the
+# command, replies after one that left the stream out of step.
+@example(data_heads=(b"RESERVED 3 2\r\nhixx", [Reserve()]), before=b"")
+@example(data_heads=(b"RESERVED 3 2\r\nhi\r\n", [Delete(1)]), before=b"")
+@example(data_heads=(b"DELETED\r\n", [Delete(1), Delete(2)]), before=b"BAD_FORMAT\r\n")
+def test_one_reply_is_read_as_the_line_parser_reads_it(
+    data_heads: tuple[bytes, list[Command[Reply]]], before: bytes
+) -> None:
+    """The one-step read of a single reply (``INSERTED``, a bare word, ``RESERVED`` and its
+    body) and the line-by-line parse give every caller the same reply or error and break the
+    connection (and its core) alike, whatever the read holds and whatever commands await it
+    (none included), with nothing buffered before it or with part of a reply buffered."""
+    data, heads = data_heads
+    commands = [Reserve(), *heads] if before.startswith(b"RESERVED") else heads
+    assert _read_outcomes(data, commands, True, before) == _read_outcomes(
+        data, commands, False, before)
+
+
+def test_a_read_of_one_reply_takes_the_one_step_path() -> None:
+    conn = Connection()
+    conn.send(Put(b"x"))
+    assert conn.receive_batch(b"INSERTED 17\r\n") == [Inserted(17)]
+    conn.send(Reserve())
+    assert conn.receive_batch(b"RESERVED 3 2\r\nhi\r\n") == [Reserved(3, b"hi")]
+    conn.send(Delete(3))
+    assert conn.receive_batch(b"NOT_FOUND\r\n") == [ErrorReply(ErrorCode.NOT_FOUND)]
+    conn.send(Delete(3))
+    assert conn.receive_batch(b"DELETED\r\n") == [DELETED]
+    assert conn.next_event() is NEED_DATA
+    conn.send(Delete(3))
+    # A reply that puts the stream out of step, or that cannot answer the command: the line
+    # parser decides (and raises).
+    assert conn.receive_batch(b"BAD_FORMAT\r\n") is None
+    assert conn.receive_batch(b"INSERTED 1\r\n") is None
+    conn.receive_data(b"")  # the end of the stream: what comes after is the parser's error
+    assert conn.receive_batch(b"DELETED\r\n") is None
