@@ -23,7 +23,6 @@ waits in the kernel's accept queue and is served a moment later.
 
 from __future__ import annotations
 
-import signal
 import socket
 import sys
 from collections.abc import Sequence
@@ -42,7 +41,10 @@ from jobwire._listen import (
 
 TYPE_CHECKING = False  # typing is not imported: the server starts without it
 if TYPE_CHECKING:
+    import signal
     import ssl
+else:  # signal's own functions, without the enums signal.py builds (0.5 ms a start)
+    import _signal as signal
 
 DEFAULT_PORT = 4730
 PROG = "gearman_client.server"
@@ -123,7 +125,9 @@ def _serve(
         loop = server._loop
 
         def stops(signum: int) -> bool:
-            log.info("%s: shutting down", signal.Signals(signum).name)
+            from signal import Signals
+
+            log.info("%s: shutting down", Signals(signum).name)
             return True
 
         serve_process(loop, early, stops)

@@ -23,7 +23,6 @@ Everything that decides anything lives in ``_state.py`` (no I/O) and ``_server_p
 from __future__ import annotations
 
 import contextlib
-import random
 import socket
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -38,6 +37,7 @@ from ._state import ConnState, ServerState
 
 TYPE_CHECKING = False  # typing is not imported at run time: a server starts without it
 if TYPE_CHECKING:
+    import random
     import ssl
     from typing import TypeVar
 

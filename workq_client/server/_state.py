@@ -64,7 +64,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import random
 from collections.abc import Callable
 from datetime import datetime, timezone
 
@@ -101,6 +100,7 @@ from .._records import JobState
 
 TYPE_CHECKING = False  # typing is not imported at run time: a server starts without it
 if TYPE_CHECKING:
+    import random
     from typing import Any
 
 __all__ = ["JOB_OVERHEAD", "ConnState", "Job", "ServerState", "Waiter"]
@@ -227,7 +227,7 @@ class ServerState:
         self.active_clients = 0
         #: Called when a timer earlier than every other one was added (wakes the scheduler).
         self.on_timer: Callable[[], None] | None = None
-        self._rng = rng or random.Random()
+        self._rng = rng  # made by the first lease that finds a job: random costs a start 1 ms
         self._seq = itertools.count()
         self._conn_ids = itertools.count(1)
         self._timers: list[tuple[float, int, str, Any, int]] = []
@@ -555,6 +555,10 @@ class ServerState:
             return _TIMEOUT
         candidates = [job for queue in queues if (job := self._pop_ready(queue)) is not None]
         if candidates:
+            if self._rng is None:
+                import random
+
+                self._rng = random.Random()
             return self._lease(self._rng.choice(candidates), now)
         conn.lease_names = tuple(names)
         for name in names:
