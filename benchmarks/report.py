@@ -37,9 +37,10 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "BEGIN", "END", "FIGURES", "PROTOCOLS", "STATISTIC", "TARGETS", "TOLERANCE", "UNSTABLE",
-    "Part", "ReportError", "Target", "Verdict", "check_table", "compare", "load", "main",
-    "render", "replace_section", "summarize", "target_lines", "upgrade", "why_unstable",
+    "BEGIN", "END", "FIGURES", "PROTOCOLS", "SHARED_WAIT", "STATISTIC", "TARGETS", "TOLERANCE",
+    "UNSTABLE", "Part", "ReportError", "Target", "Verdict", "check_table", "compare", "load",
+    "growth_lines", "load_pool", "main", "markers", "per_round", "pool_lines", "render",
+    "replace_section", "sections", "summarize", "target_lines", "upgrade", "why_unstable",
 ]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,7 +72,9 @@ SERVERS = {"beanstalk": ("beanstalkd", ""), "gearman": ("gearmand", ""),
 NOTES = {
     "beanstalk": "`bundled_put` measures the servers, not the clients: the raw pipelined "
                  "socket (a few µs of client CPU per put) against the bundled server and "
-                 "against beanstalkd.",
+                 "against beanstalkd, both in that scenario, round by round (its target is "
+                 "the median of the per-round ratios; its \"what bounds it\" gives each "
+                 "server's CPU per put and whether its CPU was shared).",
     "gearman": "The foreground worker is libgearman's C `gearman -w` (the same for every "
                "client); the foreground rows measure gearmand and that worker as much as the "
                "clients.",
@@ -236,7 +239,12 @@ class Part:
     a ratio of the two rows' medians.
 
     ``metric`` "cpu": client CPU µs per operation, met when the ratio is <= ``threshold``;
-    "ops": operations per second (wall), met when the ratio is >= ``threshold``."""
+    "ops": operations per second (wall), met when the ratio is >= ``threshold``.
+
+    ``paired``: the two rows ran in the same rounds of one scenario (sample i of each in
+    round i), and the ratio is the median of the per-round ratios, with their lowest and
+    highest; rows that did not (a row repeating another scenario's runs, or different run
+    counts) fall back to the ratio of medians, and the text says so."""
 
     protocol: str
     mine: tuple[str, str]  #: (scenario, client)
@@ -244,6 +252,7 @@ class Part:
     metric: str
     threshold: float
     label: str = ""  #: names the part when a target has several
+    paired: bool = False
 
 
 Documents = Mapping[str, Mapping[str, Any]]
@@ -262,8 +271,8 @@ class Target:
 
 
 def _one(protocol: str, mine: tuple[str, str], other: tuple[str, str], metric: str,
-         threshold: float, label: str = "") -> Part:
-    return Part(protocol, mine, other, metric, threshold, label)
+         threshold: float, label: str = "", paired: bool = False) -> Part:
+    return Part(protocol, mine, other, metric, threshold, label, paired)
 
 
 def _row(documents: Documents, protocol: str, key: tuple[str, str]) -> Mapping[str, Any] | None:
@@ -389,6 +398,44 @@ def _worker_bound(documents: Documents) -> str:
     return "; ".join(out)
 
 
+#: A run in which the server waited for a CPU this share of the wall time or more (run-queue
+#: wait, ``server_wait_share``) had its CPU shared: its wall time and its CPU per operation
+#: are not the idle server's (beanstalkd's CPU per put changes mode with it).
+SHARED_WAIT = 0.05
+
+
+def _server_text(documents: Documents, protocol: str, key: tuple[str, str], name: str) -> str:
+    """A server's CPU µs per operation, median (min-max), and in how many runs its CPU was
+    shared (run-queue wait of :data:`SHARED_WAIT` of the wall time or more)."""
+    row = _row(documents, protocol, key)
+    if row is None:
+        return f"{name}: not measured"
+    values = _numbers(row.get("samples") or (), FIGURES["server"])
+    text = (f"{name} server CPU " + _show((statistics.median(values), min(values), max(values)),
+                                           "µs") + " µs/put") if values else f"{name}: ?"
+    waits = _numbers(row.get("samples") or (), "server_wait_share")
+    if not waits:
+        return text + ", run-queue wait not recorded"
+    shared = [w for w in waits if w >= SHARED_WAIT]
+    if shared:
+        return (text + f", **its CPU shared** in {len(shared)} of {len(waits)} runs (waited for "
+                f"a CPU up to {max(shared):.0%} of the wall time)")
+    return text + f", its CPU to itself (run-queue wait under {SHARED_WAIT:.0%} in every run)"
+
+
+def _servers_bound(protocol: str, rows: Sequence[tuple[tuple[str, str], str]]
+                   ) -> Callable[[Documents], str]:
+    """For a target between servers: each one's busy shares, its CPU per operation and
+    whether its CPU was shared during the runs."""
+
+    def bound(documents: Documents) -> str:
+        return "; ".join(f"{_busy_text(documents, protocol, key, name)}; "
+                         f"{_server_text(documents, protocol, key, name)}"
+                         for key, name in rows)
+
+    return bound
+
+
 def _wall_bound(protocol: str, rows: Sequence[tuple[tuple[str, str], str]]
                 ) -> Callable[[Documents], str]:
     def bound(documents: Documents) -> str:
@@ -429,10 +476,10 @@ TARGETS: tuple[Target, ...] = (
            "core shared: a process spinning on the benchmark's core", bound=_worker_bound),
     Target("bundled beanstalk server, pipelined put, wall",
            (_one("beanstalk", ("bundled_put", "raw-pipe-bundled"), ("bundled_put", "raw-pipe"),
-                 "ops", 0.7),),
+                 "ops", 0.7, paired=True),),
            ">= 0.7x beanstalkd", "raw pipelined socket as the client",
-           bound=_wall_bound("beanstalk", [(("bundled_put", "raw-pipe-bundled"), "bundled"),
-                                          (("put_pipelined", "raw-pipe"), "beanstalkd")])),
+           bound=_servers_bound("beanstalk", [(("bundled_put", "raw-pipe-bundled"), "bundled"),
+                                             (("bundled_put", "raw-pipe"), "beanstalkd")])),
     Target("Workq sync `add`, one at a time, wall",
            (_one("workq", ("add", "jobwire-sync"), ("add", "raw"), "ops", 0.8),),
            ">= 0.8x raw socket", "bundled server, not the real one",
@@ -458,6 +505,11 @@ class Measured:
     unstable: bool = False  #: either figure's runs moved more than UNSTABLE
     low: float | None = None  #: the ratio's range over the runs: mine's min / other's max ...
     high: float | None = None  #: ... and mine's max / other's min
+    #: A paired part: how many rounds gave a ratio (``ratio`` is their median, ``low`` and
+    #: ``high`` their lowest and highest); 0: a ratio of medians. ``unpaired`` says why a
+    #: paired part fell back to the ratio of medians.
+    rounds: int = 0
+    unpaired: str = ""
 
     @property
     def met(self) -> bool | None:
@@ -472,6 +524,11 @@ class Measured:
         if self.ratio is None or self.mine is None or self.other is None:
             return f"{prefix}not measured ({self.why})"
         flag = ", unstable" if self.unstable else ""
+        if self.rounds:
+            flag = (f"; median of {self.rounds} per-round ratios, {self.low:.2f}-"
+                    f"{self.high:.2f}x{flag}")
+        elif self.unpaired:
+            flag += f"; ratio of medians, not per round: {self.unpaired}"
         if self.part.metric == "cpu":
             return f"{prefix}{self.ratio:.2f}x ({self.mine:.1f} vs {self.other:.1f} µs{flag})"
         return f"{prefix}{self.ratio:.2f}x ({self.mine:,.0f} vs {self.other:,.0f} ops/s{flag})"
@@ -504,8 +561,33 @@ def measure(part: Part, documents: Documents) -> Measured:
         values.append(triple)
         unstable = unstable or key in (row.get("unstable") or {})
     (mine, mine_low, mine_high), (other, other_low, other_high) = values
+    if part.paired:
+        rounds, why = per_round(rows[part.mine], rows[part.other], key)
+        if rounds:
+            share = spread(rounds)
+            return Measured(part, statistics.median(rounds), mine, other,
+                            unstable=share is not None and share > UNSTABLE,
+                            low=min(rounds), high=max(rounds), rounds=len(rounds))
+        return Measured(part, mine / other, mine, other, unstable=unstable,
+                        low=mine_low / other_high, high=mine_high / other_low, unpaired=why)
     return Measured(part, mine / other, mine, other, unstable=unstable,
                     low=mine_low / other_high, high=mine_high / other_low)
+
+
+def per_round(mine: Mapping[str, Any], other: Mapping[str, Any], key: str
+              ) -> tuple[list[float], str]:
+    """The ratio of ``key`` of ``mine``'s run i to ``other``'s run i, for each round i of
+    two rows that ran in the same rounds; or no ratios and why they cannot be paired."""
+    for row in (mine, other):
+        if row.get("note"):
+            return [], f"{row['client']} is {row['note']}"
+    first, second = _numbers(mine.get("samples") or (), key), _numbers(
+        other.get("samples") or (), key)
+    if not first or len(first) != len(second):
+        return [], f"{len(first)} runs against {len(second)}"
+    if not all(second):
+        return [], f"a run of {other['client']} measured 0"
+    return [a / b for a, b in zip(first, second, strict=True)], ""
 
 
 def evaluate(target: Target, documents: Documents) -> tuple[list[Measured], bool | None]:
@@ -767,8 +849,8 @@ def bound_text(target: Target, documents: Documents) -> str:
 
 
 def targets_table(documents: Documents) -> list[str]:
-    lines = ["| scenario (issue 22) | measured (ratio of medians) | target | | what bounds it "
-             "(this run) |",
+    lines = ["| scenario (issue 22) | measured (ratio of medians; of per-round ratios where "
+             "said) | target | | what bounds it (this run) |",
              "|---|---|---|---|---|"]
     for target in TARGETS:
         parts, met = evaluate(target, documents)
@@ -938,6 +1020,314 @@ def render(documents: Mapping[str, Mapping[str, Any]], source: str = "benchmarks
     return "\n".join(lines)
 
 
+# -- the hand-written sections' figures: "How cost grows" and "Pooled clients" ---------------
+
+#: The other generated parts of the page: ``<!-- perf:NAME:begin -->`` ...
+#: ``<!-- perf:NAME:end -->``, each made from one JSON file (:func:`sections`).
+GROWTH = "growth"
+POOL = "pool"
+MIB = 1 << 20
+
+
+def markers(name: str = "") -> tuple[str, str]:
+    """The begin and end markers of the section ``name`` ("": the results section)."""
+    if not name:
+        return BEGIN, END
+    return f"<!-- perf:{name}:begin -->", f"<!-- perf:{name}:end -->"
+
+
+def _series(document: Mapping[str, Any], scan: str, system: str, client: str,
+            server: str | None = None) -> list[Mapping[str, Any]]:
+    """The points of one scaling series (empty: not recorded)."""
+    for line in document.get("series") or ():
+        if (isinstance(line, Mapping) and line.get("scan") == scan
+                and line.get("system") == system and line.get("client") == client
+                and (server is None or line.get("server") == server)):
+            return [p for p in line.get("points") or () if isinstance(p, Mapping)]
+    return []
+
+
+def _at(points: Sequence[Mapping[str, Any]], x: float) -> Mapping[str, Any] | None:
+    return next((p for p in points if p.get("x") == x), None)
+
+
+def _mm(point: Mapping[str, Any] | None, key: str, digits: int = 0, scale: float = 1.0) -> str:
+    """A point's median of ``key`` with its (min-max) over the runs, times ``scale``."""
+    if point is None:
+        return "?"
+    values = [point.get(f"{k}_{key}") for k in ("median", "min", "max")]
+    if not isinstance(values[0], (int, float)):
+        return "?"
+    text = _num(values[0] * scale, digits)
+    if (isinstance(values[1], (int, float)) and isinstance(values[2], (int, float))
+            and point.get("runs", 0) > 1):
+        text += f" ({_num(values[1] * scale, digits)}-{_num(values[2] * scale, digits)})"
+    return text
+
+
+def _per_mb(point: Mapping[str, Any] | None) -> str:
+    """Client CPU ms per MB (10^6 bytes of body) at a body-size point, median (min-max)."""
+    if point is None or not isinstance(point.get("x"), (int, float)):
+        return "?"
+    return _mm(point, FIGURES["cpu"], 2, 1e6 / float(point["x"]) / 1e3)
+
+
+def _median_of(point: Mapping[str, Any] | None, key: str) -> float | None:
+    value = None if point is None else point.get(f"median_{key}")
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def growth_lines(document: Mapping[str, Any], source: str) -> list[str]:
+    """The figures "How cost grows" quotes, each a median (min-max) of the scaling runs."""
+    runs = _runs(document.get("config") or {})
+    lines = [f"From `{source}/{SCALING}.json` ({_date(document)}; each figure the median of "
+             f"{runs} interleaved runs, (lowest-highest); idle connections: one measurement "
+             "per point):", ""]
+    ops, cpu = FIGURES["ops"], FIGURES["cpu"]
+    body = ["**Body size**: MB/s and client CPU ms per MB (10^6 bytes of body; a quadratic copy "
+            "would cost 16 times more per MB at 16 MiB than at 1 MiB):", "",
+            "| system | body | jobwire MB/s | raw socket MB/s | jobwire client CPU ms/MB "
+            "| raw socket ms/MB |", "|---|--:|--:|--:|--:|--:|"]
+    for system, name, xs in (("beanstalk", "beanstalk", (MIB, 16 * MIB)),
+                             ("gearman", "Gearman", (MIB, 16 * MIB)),
+                             ("qless", "qless", (MIB, 16 * MIB)), ("workq", "Workq", (MIB,))):
+        mine, raw = (_series(document, "body_size", system, c) for c in ("jobwire", "raw"))
+        for x in xs if mine else ():
+            here, there = _at(mine, x), _at(raw, x)
+            body.append(f"| {name} | {_x('body_size', x)} | {_mm(here, 'mb_per_s')} | "
+                        f"{_mm(there, 'mb_per_s')} | {_per_mb(here)} | {_per_mb(there)} |")
+    if len(body) > 4:
+        lines += [*body, ""]
+    mine, raw = (_series(document, "concurrency", "beanstalk", c) for c in ("jobwire", "raw"))
+    if mine:
+        lines += ["**Concurrency** on one AsyncWorker connection, 10 ms handler, against the raw "
+                  "socket's lock-step batches of c:", "",
+                  "| c | jobwire jobs/s | raw socket jobs/s | c / 10 ms | jobwire client CPU "
+                  "µs/job | raw socket µs/job |", "|--:|--:|--:|--:|--:|--:|"]
+        for point in mine:
+            other = _at(raw, point.get("x", -1))
+            lines.append(f"| {_x('concurrency', point.get('x'))} | {_mm(point, ops)} | "
+                         f"{_mm(other, ops)} | {_num(point.get('ideal_ops_per_s'))} | "
+                         f"{_mm(point, cpu, 1)} | {_mm(other, cpu, 1)} |")
+        lines.append("")
+    tubes = []
+    for server, name in (("beanstalkd", "beanstalkd"), ("beanstalk-bundled", "bundled server")):
+        mine, raw = (_series(document, "watched_tubes", "beanstalk", c, server)
+                     for c in ("jobwire", "raw"))
+        if not mine:
+            continue
+        first, last = mine[0], mine[-1]
+        tubes.append(f"{name}: jobwire {_mm(first, ops)} ops/s with "
+                     f"{_x('watched_tubes', first.get('x'))} tube, {_mm(last, ops)} with "
+                     f"{_x('watched_tubes', last.get('x'))} (raw socket {_mm(raw[0], ops)} and "
+                     f"{_mm(raw[-1], ops)}); jobwire's client CPU per reserve + delete "
+                     f"{_mm(first, cpu, 1)} and {_mm(last, cpu, 1)} µs")
+    if tubes:
+        lines.append("- **Watched tubes** (reserve + delete): " + "; ".join(tubes) + ".")
+    mine, raw = (_series(document, "lease_names", "workq", c) for c in ("jobwire", "raw"))
+    if mine:
+        first, last = mine[0], mine[-1]
+        lines.append(
+            f"- **Lease names** (Workq `lease` + `delete`, bundled server): with "
+            f"{_x('lease_names', first.get('x'))} name jobwire {_mm(first, ops)} ops/s (raw "
+            f"{_mm(raw[0] if raw else None, ops)}), with {_x('lease_names', last.get('x'))} "
+            f"{_mm(last, ops)} (raw {_mm(raw[-1] if raw else None, ops)}); jobwire's client "
+            f"CPU per lease + delete {_mm(first, cpu, 1)} and {_mm(last, cpu, 1)} µs (raw "
+            f"{_mm(raw[0] if raw else None, cpu, 1)} and {_mm(raw[-1] if raw else None, cpu, 1)}).")
+    idle = []
+    for line in document.get("series") or ():
+        if not isinstance(line, Mapping) or line.get("scan") != "idle_connections":
+            continue
+        points = [p for p in line.get("points") or () if isinstance(p, Mapping)]
+        if points:
+            top = points[-1]
+            rss = top.get("server_rss_kib")
+            idle.append(f"{line.get('label', '?')} {_num(top.get('bytes_per_connection'))} B "
+                        f"per connection at {_x('idle_connections', top.get('x'))} "
+                        f"({_num(rss / 1024 if isinstance(rss, (int, float)) else None)} MiB "
+                        "of RSS)")
+    if idle:
+        lines.append("- **Idle connections**: " + "; ".join(idle) + ".")
+    return lines
+
+
+def load_pool(results: Path = RESULTS) -> Mapping[str, Any] | None:
+    """``pool.json`` in ``results`` (``benchmarks/pool.py``), or None: not recorded.
+
+    Raises:
+        ReportError: it is not valid JSON or lacks the benchmark's shape.
+    """
+    path = results / f"{POOL}.json"
+    if not path.is_file():
+        return None
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ReportError(f"{path.name}: {exc}") from exc
+    return _check(document, path.name)
+
+
+def pool_lines(document: Mapping[str, Any], source: str) -> list[str]:
+    """The pooled clients' table and the differences the section draws from it."""
+    config = document["config"]
+    machine = _machine(document["environment"])
+    lines = [f"From `{source}/{POOL}.json` ({_date(document)}, median of {_runs(config)} "
+             f"interleaved runs, (lowest-highest){', **quick run**' if config.get('quick') else ''}"
+             f"; {machine}):", "",
+             "| 16 threads putting | ops/s, median (min-max) | client CPU µs/put, median "
+             "(min-max) | beanstalkd CPU µs/put, median |", "|---|--:|--:|--:|"]
+    rows = {row["client"]: row for row in document["results"] if "error" not in row}
+    ops, cpu = FIGURES["ops"], FIGURES["cpu"]
+    for row in document["results"]:
+        if "error" in row:
+            lines.append(f"| {_cell(row['label'])} | {_cell(str(row['error']))} | | |")
+            continue
+        lines.append(f"| {_cell(row['label'])} | {_figure(row, ops, 0)} | {_figure(row, cpu, 1)} "
+                     f"| {_num(row.get('median_' + FIGURES['server']), 1)} |")
+    facts = []
+
+    def median(client: str, key: str) -> float | None:
+        value = rows.get(client, {}).get(f"median_{key}")
+        return float(value) if isinstance(value, (int, float)) else None
+
+    pool16, per, pool4, locked = (median(c, cpu) for c in ("pool-16", "per-thread", "pool-4",
+                                                          "locked"))
+    if pool16 is not None and per is not None:
+        facts.append(f"a pool as large as the threads: {pool16 - per:+.1f} µs of client CPU per "
+                     "put over a client per thread (medians)")
+    if pool4 is not None and locked is not None:
+        ops4, opsl = median("pool-4", ops), median("locked", ops)
+        facts.append(f"a pool of 4: {pool4:.1f} µs against {locked:.1f} for one locked client"
+                     + ("" if ops4 is None or opsl is None else
+                        f", {ops4:,.0f} ops/s against {opsl:,.0f}"))
+    moves = [float(r[f"max_{ops}"]) / float(r[f"min_{ops}"]) for r in rows.values()
+             if isinstance(r.get(f"min_{ops}"), (int, float)) and r[f"min_{ops}"] > 0]
+    if moves:
+        facts.append(f"ops/s moved {min(moves):.1f}-{max(moves):.1f}x between the fastest and "
+                     "slowest run of a row")
+    if facts:
+        lines += ["", "In these runs: " + "; ".join(facts) + "."]
+    return lines
+
+
+def sections(results: Path, source: str) -> dict[str, str]:
+    """The text of each other generated part of the page (name -> text between its
+    markers), from the JSON in ``results`` alone. ``main`` rewrites (and ``--check``
+    compares) each part whose begin marker the page holds; docs/performance.md holds both
+    (a test keeps them there)."""
+    out = {}
+    scaling = load_scaling(results)
+    out[GROWTH] = "\n".join(
+        growth_lines(scaling[0], source) if scaling is not None
+        else [f"No `{SCALING}.json` was recorded: run `scripts/bench scaling`."]) + "\n"
+    pool = load_pool(results)
+    out[POOL] = "\n".join(
+        pool_lines(pool, source) if pool is not None
+        else [f"No `{POOL}.json` was recorded: run `.venv/bin/python benchmarks/pool.py`."]
+    ) + "\n"
+    startup = load_startup(results)
+    out[STARTUP] = "\n".join(
+        startup_lines(startup, source) if startup is not None
+        else [f"No `{STARTUP}.json` was recorded: run `scripts/bench startup`."]) + "\n"
+    return out
+
+
+# -- "Start to first reply": benchmarks/startup.py's rows and issue 18's target --------------
+
+STARTUP = "startup"
+#: The bundled servers judged against the target (this tree's rows, bytecode cached), by name.
+STARTUP_SERVERS = {"beanstalk": "beanstalk", "gearman": "Gearman", "workq": "Workq"}
+
+
+def load_startup(results: Path = RESULTS) -> Mapping[str, Any] | None:
+    """``startup.json`` in ``results`` (``benchmarks/startup.py``), or None: not recorded.
+
+    Raises:
+        ReportError: it is not valid JSON, or has no environment, config, or results each
+            with a row name (and, unless failed, a median).
+    """
+    path = results / f"{STARTUP}.json"
+    if not path.is_file():
+        return None
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ReportError(f"{path.name}: {exc}") from exc
+    if not isinstance(document, Mapping) or not all(
+            isinstance(document.get(k), kind) for k, kind in
+            (("environment", Mapping), ("config", Mapping), ("results", list))):
+        raise ReportError(f"{path.name}: no environment, config or results (run scripts/bench "
+                          "startup again)")
+    for i, row in enumerate(document["results"]):
+        if not isinstance(row, Mapping) or not isinstance(row.get("row"), str) or (
+                "error" not in row and not isinstance(row.get("median_reply_s"), (int, float))):
+            raise ReportError(f"{path.name}: results[{i}] has no row name or median")
+    return document
+
+
+def _ms_of(row: Mapping[str, Any] | None, key: str) -> float | None:
+    value = None if row is None else row.get(key)
+    return float(value) * 1e3 if isinstance(value, (int, float)) else None
+
+
+def startup_lines(document: Mapping[str, Any], source: str) -> list[str]:
+    """The spawn-to-first-reply table, issue 18's target row per bundled server (its median
+    over the bare process's: met or missed) and what bounds it, from one startup run."""
+    config = document["config"]
+    target = float(config.get("target_ratio") or 1.5)
+    rows = {row["row"]: row for row in document["results"]}
+    quick = ", **quick run**" if config.get("quick") else ""
+    lines = [f"From `{source}/{STARTUP}.json` ({_date(document)}; each row the median of "
+             f"{_runs(config)} interleaved spawns, (fastest-slowest){quick}; "
+             f"{_machine(document['environment'])}), ms from just before the spawn; "
+             "\"accepted\": when the port first accepted:", "",
+             "| row | first reply, median (fastest-slowest) | accepted | x bare |",
+             "|---|--:|--:|--:|"]
+    for row in document["results"]:
+        label = f"`{row['row']}`: {row.get('label', '')}"
+        if "error" in row:
+            lines.append(f"| {_cell(label)} | {_cell(str(row['error']))} | | |")
+            continue
+        spread = (f" ({_num(_ms_of(row, 'min_reply_s'))}-{_num(_ms_of(row, 'max_reply_s'))})"
+                  if row.get("runs", 0) > 1 else "")
+        lines.append(f"| {_cell(label)} | {_num(_ms_of(row, 'median_reply_s'))}{spread} | "
+                     f"{_num(_ms_of(row, 'median_connect_s'))} | "
+                     f"{_num(row.get('ratio_to_bare'), 2)} |")
+    bare = _ms_of(rows.get("bare"), "median_reply_s")
+    verdicts, over = [], []
+    for key, name in STARTUP_SERVERS.items():
+        row = rows.get(key)
+        ratio = None if row is None else row.get("ratio_to_bare")
+        if not isinstance(ratio, (int, float)):
+            verdicts.append(f"{name}: not measured")
+            continue
+        verdicts.append(f"{name} {ratio:.2f}x, {'met' if ratio <= target else '**missed**'}")
+        mine = _ms_of(row, "median_reply_s")
+        if mine is not None and bare is not None:
+            over.append(f"{name} {mine - bare:+.0f} ms")
+    lines += ["", f"**Target** (issue 18): a bundled server's median first reply within "
+              f"{target:g}x of the bare process's: " + "; ".join(verdicts) + "."]
+    if bare is None:
+        return lines
+    bound = (f"**What bounds it**: the bare process ({bare:.0f} ms) is the interpreter's own "
+             "start; over it each server spends its imports and set-up before the first "
+             "reply (" + ", ".join(over) + "), most of it the modules a first reply needs: "
+             "the Sans-IO core, the server state and the `selectors` loop")
+    anyio = _ms_of(rows.get("bare+anyio"), "median_reply_s")
+    if anyio is not None:
+        bound += (f"; importing anyio's asyncio backend alone would take {anyio - bare:+.0f} "
+                  "ms, more than any server's whole difference")
+    compiled = [(_ms_of(rows.get(f"{key} (.py)"), "median_reply_s"),
+                 _ms_of(rows.get(key), "median_reply_s")) for key in STARTUP_SERVERS]
+    extra = [a - b for a, b in compiled if a is not None and b is not None]
+    if extra:
+        bound += (f". Without cached bytecode (a source checkout with "
+                  f"`PYTHONDONTWRITEBYTECODE=1`) compiling the project adds "
+                  f"{min(extra):.0f}-{max(extra):.0f} ms")
+    lines += ["", bound + "."]
+    return lines
+
+
 def draw_scaling(document: Mapping[str, Any], results: Path) -> Path:
     """Write ``scaling.png`` into ``results`` (needs matplotlib: the ``docs`` extra).
 
@@ -958,21 +1348,23 @@ def draw_scaling(document: Mapping[str, Any], results: Path) -> Path:
     return path
 
 
-def replace_section(text: str, section: str) -> str:
-    """``text`` (the page) with what is between the markers replaced by ``section``.
+def replace_section(text: str, section: str, name: str = "") -> str:
+    """``text`` (the page) with what is between the markers of ``name`` (:func:`markers`;
+    "": the results section) replaced by ``section``.
 
     Raises:
         ReportError: the markers are missing, repeated or out of order.
     """
-    begin, end = text.count(BEGIN), text.count(END)
+    first, last = markers(name)
+    begin, end = text.count(first), text.count(last)
     if begin != 1 or end != 1:
-        raise ReportError(f"the page must hold {BEGIN} and {END} once each "
+        raise ReportError(f"the page must hold {first} and {last} once each "
                           f"(found {begin} and {end})")
-    head, rest = text.split(BEGIN)
-    if END not in rest:
-        raise ReportError(f"{END} comes before {BEGIN}")
-    _, tail = rest.split(END)
-    return f"{head}{BEGIN}\n{section}{END}{tail}"
+    head, rest = text.split(first)
+    if last not in rest:
+        raise ReportError(f"{last} comes before {first}")
+    _, tail = rest.split(last)
+    return f"{head}{first}\n{section}{last}{tail}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1001,6 +1393,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError as exc:
             raise ReportError(f"cannot read {args.page}: {exc}") from exc
         wanted = replace_section(text, section)
+        for name, part in sections(args.results, source_name(args.results)).items():
+            if markers(name)[0] in text:  # the other parts are where the page has them
+                wanted = replace_section(wanted, part, name)
         if scaling is not None and args.check and not (args.results / f"{SCALING}.png").is_file():
             print(f"{args.results / SCALING}.png is missing: run .venv/bin/python "
                   "benchmarks/report.py", file=sys.stderr)

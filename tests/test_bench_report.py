@@ -426,3 +426,115 @@ def test_a_real_quick_check_run_prints_a_verdict_for_each_published_figure(
     for line in report.check_table(verdicts):
         assert line in done.stdout
     assert done.returncode == (1 if any(v.reproduced is False for v in verdicts) else 0)
+
+
+def _bundled(mine_ops: list[float], beanstalkd_ops: list[float], waits: list[float],
+             note: str = "") -> dict[str, Any]:
+    """The bundled_put rows; ``waits``: beanstalkd's run-queue wait share per run (the
+    bundled server's is 0)."""
+
+    def samples(ops: list[float], server: float, waits: list[float]) -> list[dict[str, Any]]:
+        return [{**_sample(o, 0.5, server=server), "server_wait_share": w}
+                for o, w in zip(ops, waits, strict=True)]
+
+    beanstalkd = _result("bundled_put", "raw-pipe", samples(beanstalkd_ops, 8.5, waits))
+    beanstalkd["note"] = note
+    return {"beanstalk": _document("beanstalk", [
+        _result("bundled_put", "raw-pipe-bundled", samples(mine_ops, 3.5, [0.0] * len(waits)),
+                baseline="bundled_put/raw-pipe"),
+        beanstalkd,
+    ])}
+
+
+def test_the_bundled_server_target_is_the_median_of_per_round_ratios_with_their_spread() -> None:
+    target = next(t for t in report.TARGETS if t.scenario.startswith("bundled beanstalk"))
+    # Round by round: 1.0, 3.0, 0.5, 1.2, 2.6 -> median 1.2; the ratio of medians would be 2.0.
+    documents = _bundled([100, 300, 200, 120, 260], [100, 100, 400, 100, 100],
+                         [0.0, 0.01, 0.2, 0.0, 0.0])
+    (part,), met = report.evaluate(target, documents)
+    assert (part.ratio, part.low, part.high, part.rounds, met) == (1.2, 0.5, 3.0, 5, True)
+    section = report.render(documents, "here")
+    assert ("1.20x (200 vs 100 ops/s; median of 5 per-round ratios, 0.50-3.00x, unstable)"
+            in section)
+    # What bounds it: each server's CPU per put and the run whose server waited for a CPU.
+    assert "bundled server CPU 3.5 (3.5-3.5) µs/put, its CPU to itself" in section
+    assert ("beanstalkd server CPU 8.5 (8.5-8.5) µs/put, **its CPU shared** in 1 of 5 runs "
+            "(waited for a CPU up to 20% of the wall time)") in section
+    # --check compares the per-round median and spread.
+    (verdict,) = [v for v in report.compare(documents, documents)
+                  if v.figure.startswith("target: bundled")]
+    assert verdict.published == (1.2, 0.5, 3.0) and verdict.reproduced
+
+
+def test_a_beanstalkd_row_from_another_scenario_falls_back_to_the_ratio_of_medians() -> None:
+    target = next(t for t in report.TARGETS if t.scenario.startswith("bundled beanstalk"))
+    documents = _bundled([100, 300, 200], [100, 100, 400], [0.0, 0.0, 0.0],
+                         note="same runs as put_pipelined/raw-pipe")
+    (part,), _ = report.evaluate(target, documents)
+    assert (part.ratio, part.rounds) == (2.0, 0)
+    assert ("ratio of medians, not per round: raw-pipe is same runs as put_pipelined/raw-pipe"
+            in part.text())
+
+
+def test_the_growth_and_pool_figures_on_the_page_are_generated_from_their_json() -> None:
+    results = ROOT / "benchmarks" / "results"
+    page = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
+    for name, text in report.sections(results, "benchmarks/results").items():
+        begin, end = report.markers(name)
+        assert page.count(begin) == page.count(end) == 1
+        assert page.split(begin)[1].split(end)[0] == f"\n{text}"
+    # Figures recomputed here from the samples, as the page shows them.
+    pool = json.loads((results / "pool.json").read_text(encoding="utf-8"))
+    rows = {r["client"]: r for r in pool["results"]}
+    for row in rows.values():
+        ops = [s["ops_per_s"] for s in row["samples"]]
+        assert len(ops) >= 5
+        assert (f"| {row['label']} | {statistics.median(ops):,.0f} ({min(ops):,.0f}-"
+                f"{max(ops):,.0f})") in page
+    per_put = (statistics.median(s["client_cpu_us_per_op"] for s in rows["pool-16"]["samples"])
+               - statistics.median(s["client_cpu_us_per_op"]
+                                   for s in rows["per-thread"]["samples"]))
+    assert f"a pool as large as the threads: {per_put:+.1f} µs of client CPU per put" in page
+    scaling = json.loads((results / "scaling.json").read_text(encoding="utf-8"))
+    (line,) = [s for s in scaling["series"] if s["scan"] == "body_size"
+               and s["system"] == "beanstalk" and s["client"] == "jobwire"]
+    point = next(p for p in line["points"] if p["x"] == 16 << 20)
+    mb = [s["ops_per_s"] * point["x"] / 1e6 for s in point["samples"]]
+    assert f"| beanstalk | 16 MiB | {statistics.median(mb):,.0f} ({min(mb):,.0f}-" in page
+
+
+def test_the_pool_table_is_rewritten_where_the_page_holds_its_markers(tmp_path: Path) -> None:
+    (tmp_path / "pool.json").write_bytes(
+        (ROOT / "benchmarks" / "results" / "pool.json").read_bytes())
+    begin, end = report.markers(report.POOL)
+    page = _page(tmp_path)
+    page.write_text(page.read_text(encoding="utf-8") + f"\n{begin}\n| 1 | 2 |\n{end}\n",
+                    encoding="utf-8")
+    assert _cli("--results", str(tmp_path), "--page", str(page), "--check").returncode == 1
+    assert _cli("--results", str(tmp_path), "--page", str(page)).returncode == 0
+    text = page.read_text(encoding="utf-8")
+    assert "| 1 | 2 |" not in text
+    assert text.split(begin)[1].split(end)[0] == "\n" + report.sections(
+        tmp_path, report.source_name(tmp_path))[report.POOL]
+    assert _cli("--results", str(tmp_path), "--page", str(page), "--check").returncode == 0
+
+
+@pytest.mark.slow
+def test_a_real_bundled_put_run_measures_both_servers_round_by_round(tmp_path: Path) -> None:
+    out = tmp_path / "beanstalk.json"
+    run = subprocess.run(
+        [PYTHON, str(ROOT / "benchmarks" / "beanstalk.py"), "--quick", "--runs", "2",
+         "--scenarios", "bundled_put", "--clients", "raw-pipe-bundled,raw-pipe",
+         "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    document = json.loads(out.read_text(encoding="utf-8"))
+    rows = _rows(document)
+    for client, server in (("raw-pipe-bundled", "bundled"), ("raw-pipe", "beanstalkd")):
+        row = rows[("bundled_put", client)]
+        assert (row["server"], row["note"], row["runs"]) == (server, "", 2)
+        assert all(s["server_cpu_us_per_op"] > 0 and s["server_wait_share"] >= 0
+                   for s in row["samples"])
+    (line,) = [t for t in report.target_lines({"beanstalk": document})
+               if "bundled beanstalk server" in t]
+    assert "median of 2 per-round ratios" in line
