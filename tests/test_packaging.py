@@ -43,6 +43,7 @@ SDIST_FOLDERS = ("tests", "scripts", "docs", "examples", "benchmarks")
 NOT_SOURCE = shutil.ignore_patterns(
     ".venv", ".git", "*.egg-info", ".mypy_cache", ".ruff_cache", ".pytest_cache", ".hypothesis",
     "__pycache__", "*.py[cod]", "build", "dist", "site",
+    "quick",  # benchmarks/results/quick/: scripts/bench --check's scratch runs, git-ignored
 )
 #: Run from the unpacked sdist: the transcripts (the Sans-IO cores in both roles; replayed byte
 #: for byte against the bundled Gearman server, started from the sdist's package, and gearmand),
