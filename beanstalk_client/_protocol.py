@@ -34,6 +34,7 @@ from collections.abc import Callable
 from jobwire._buffer import LineTooLong, MissingTerminator
 from jobwire._core import ConnectionState, InOrderClientCore
 from jobwire._numbers import MAX_DIGITS, parse_uint
+from jobwire._typing import mypyc_attr
 from jobwire.errors import LocalProtocolError, RemoteProtocolError
 
 from ._commands import MAX_LINE, Command, Put, Quit, validate_tube
@@ -151,11 +152,17 @@ _ONE_BARE_LINE: dict[bytes, tuple[bytes, Reply]] = {
     if not (type(reply) is ErrorReply and reply.fatal)
 }
 _LONGEST_BARE_LINE = max(map(len, _ONE_BARE_LINE))
+#: The same replies by their word alone (a line of a run: ``_reply_run``).
+_RUN_BARE: dict[bytes, tuple[bytes, Reply]] = {
+    word: (word, reply) for word, reply in _BARE_REPLIES.items()
+    if not (type(reply) is ErrorReply and reply.fatal)
+}
 #: One INSERTED line, and the line of a RESERVED reply (ids and sizes as the parser accepts).
 _ONE_INSERTED = re.compile(rb"INSERTED ([0-9]{1,%d})\r\n" % MAX_DIGITS)
 _RESERVED_LINE = re.compile(rb"RESERVED ([0-9]{1,%d}) ([0-9]{1,%d})\r\n" % (MAX_DIGITS, MAX_DIGITS))
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Connection(InOrderClientCore):
     """The client role of one beanstalk connection. Not thread-safe; no I/O of its own.
 
@@ -199,7 +206,9 @@ class Connection(InOrderClientCore):
           one-word reply that leaves the connection usable (``DELETED``, ``NOT_FOUND``...) or
           ``RESERVED <id> <bytes>`` with its body, answering the oldest command;
         * two or more whole ``INSERTED <id>`` lines and nothing else, every command they
-          answer a put (pipelined puts).
+          answer a put (pipelined puts);
+        * two or more whole ``RESERVED`` replies and usable one-word replies, in any order
+          (a worker's pipelined reserves and deletes: :meth:`_reply_run`).
 
         Those commands are answered and their events returned in order. Otherwise nothing
         happens and it returns None: the line parser reads ``data`` (and raises what it
@@ -225,20 +234,20 @@ class Connection(InOrderClientCore):
                 return None
             size = int(line[2])
             start = line.end()
-            if (
-                size > self.max_body_size
-                or start + size + 2 != len(data)
-                or not data.endswith(b"\r\n")
-            ):
+            if start + size + 2 != len(data):
+                return self._reply_run(data)  # more than one reply, or a part of one
+            if size > self.max_body_size or not data.endswith(b"\r\n"):
                 return None
             pending.popleft()
             return [Reserved(int(line[1]), data[start:start + size])]
+        if data[:9] != b"INSERTED ":
+            return self._reply_run(data)
         if (one := _ONE_INSERTED.fullmatch(data)) is not None:
             if b"INSERTED" not in pending[0].accepts:
                 return None
             pending.popleft()
             return [Inserted(int(one[1]))]
-        if data[:9] != b"INSERTED " or _INSERTED_RUN.fullmatch(data) is None:
+        if _INSERTED_RUN.fullmatch(data) is None:
             return None
         ids = _INSERTED_ID.findall(data)
         count = len(ids)
@@ -250,6 +259,41 @@ class Connection(InOrderClientCore):
         for _ in range(count):
             pending.popleft()
         return [Inserted(int(job_id)) for job_id in ids]
+
+    def _reply_run(self, data: bytes) -> list[Reply] | None:
+        """A read of nothing but whole ``RESERVED <id> <bytes>`` replies (body and CRLF
+        included) and one-word replies that leave the connection usable (``DELETED``,
+        ``TIMED_OUT``, ``DEADLINE_SOON``, ``NOT_FOUND``...), each one a reply the command it
+        answers accepts (a worker's reserves and deletes, pipelined): their events, those
+        commands answered; else None, nothing done (:meth:`receive_batch`)."""
+        pending = self._pending
+        events: list[Reply] = []
+        add = events.append
+        pos, end, most = 0, len(data), self.max_body_size
+        for command in pending:
+            if data.startswith(b"RESERVED ", pos):
+                line = _RESERVED_LINE.match(data, pos)
+                if line is None or b"RESERVED" not in command.accepts:
+                    return None
+                start = line.end()
+                size = int(line[2])
+                stop = start + size
+                if size > most or data[stop:stop + 2] != b"\r\n":
+                    return None
+                add(Reserved(int(line[1]), data[start:stop]))
+                pos = stop + 2
+            else:
+                eol = data.find(b"\r\n", pos, pos + _LONGEST_BARE_LINE)
+                bare = _RUN_BARE.get(data[pos:eol]) if eol >= 0 else None
+                if bare is None or bare[0] not in command.accepts:
+                    return None
+                add(bare[1])
+                pos = eol + 2
+            if pos == end:
+                for _ in events:
+                    pending.popleft()
+                return events
+        return None
 
     def _closed(self) -> ConnectionClosed:
         self._state = ConnectionState.CLOSED

@@ -33,6 +33,7 @@ from typing import TypeVar
 
 from jobwire._pending import Pending as BasePending
 from jobwire._session import FifoSession
+from jobwire._typing import mypyc_attr
 from jobwire.errors import JobwireError, LocalProtocolError, RemoteProtocolError
 
 from ._commands import (
@@ -71,6 +72,7 @@ R = TypeVar("R", bound=Reply, covariant=True)
 _SETTLES = (Delete, Release, Bury, Touch)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Pending(BasePending[R]):
     """A beanstalk command sent and awaiting its reply."""
 
@@ -91,10 +93,11 @@ class Pending(BasePending[R]):
         self.sent_at = sent_at
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Session(FifoSession["Pending[Reply]"]):
     """A client connection's core plus the FIFO of callers awaiting replies."""
 
-    __slots__ = ("_answered", "_deferred", "conn")
+    __slots__ = ("_answered", "_deferred")
     closed_event = ConnectionClosed
 
     def __init__(self, *, max_body_size: int = DEFAULT_MAX_BODY_SIZE) -> None:
@@ -144,7 +147,13 @@ class Session(FifoSession["Pending[Reply]"]):
         pending = self._fifo.popleft()
         self._answered += 1
         if type(event) is pending.command.reply and not pending.abandoned:
-            pending.resolve(event)  # the common case: success, for a caller still waiting
+            # The common case: success, for a caller still waiting (Pending.resolve, inline).
+            pending.reply = event
+            pending.done = True
+            if pending.then is not None:
+                pending.then(pending)
+            if pending.waker is not None:
+                pending.waker()
         elif (
             type(event) is ErrorReply
             and event.code is ErrorCode.DEADLINE_SOON

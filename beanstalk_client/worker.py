@@ -563,7 +563,8 @@ class _Reserving(Source["_Held"]):
         if reply is not None:
             self.work_known = True
             stats.reserved += 1
-            held = _Held(Job(reply.job_id, reply.body), time.monotonic(), self.generation)
+            held = _Held(Job(reply.job_id, reply.body), time.monotonic(), self.generation,
+                         0.0 if self.w.events is None else time.time())
             stopping = not engine.accepting or self.client is None
             old = self.held.get(held.job.id)
             if old is not None and not stopping:
@@ -595,7 +596,7 @@ class _Reserving(Source["_Held"]):
                error: Exception | None) -> Awaitable[None] | None:
         if error is None:
             if not job.stale:
-                self._delete(job)
+                self._delete(job)  # not awaited: its reply is counted when it comes
             return None
         self.w.stats.failed += 1
         log.error("job %d: handler failed", job.job.id, exc_info=error)
@@ -610,15 +611,22 @@ class _Reserving(Source["_Held"]):
                 self._ack(Release, held)
 
     def forget(self, job: _Held) -> None:
-        if self.held.get(job.job.id) is job:
-            del self.held[job.job.id]
+        held = self.held
+        if held.get(job.job.id) is job:
+            del held[job.job.id]
         client = self.client
-        if (self.work_known and not self.engine.stopping and client is not None
+        if (self.work_known and client is not None and not self.engine.stopping
                 and client._session.broken is None):
             # The slot is free: queue its next reserve now, behind the job's outcome, so that
             # both leave in the write that follows this pass of the loop (the fetch loop would
-            # queue it a pass later, in a write of its own).
-            self._reserve_free(client)
+            # queue it a pass later, in a write of its own). _reserve_free, inline.
+            engine = self.engine
+            free = engine.concurrency - len(engine.holding) - engine.abandoned - self.reserves_out
+            if free > 0:
+                self.reserves_out += free
+                submit, then = client._session.submit, self._on_reserve
+                for _ in range(free):
+                    submit(_RESERVE_NOW).then = then
 
     def _reserve_free(self, client: AsyncClient) -> None:
         """Queue a non-blocking reserve for each free slot without one (work is known to
@@ -630,9 +638,9 @@ class _Reserving(Source["_Held"]):
         free = self.engine.free - self.reserves_out
         if free > 0:
             self.reserves_out += free
-            submit, then = client._submit_nowait, self._on_reserve
+            submit, then = client._session.submit, self._on_reserve
             for _ in range(free):
-                submit(ReserveWithTimeout(0), then)
+                submit(_RESERVE_NOW).then = then
 
     async def drain(self) -> None:
         """Wait for every queued ack to be answered, so that closing cannot drop a delete the
@@ -674,7 +682,8 @@ class _Reserving(Source["_Held"]):
 
         def deleted(pending: Pending[Reply]) -> None:
             self.acks_out -= 1
-            self.engine.wake()
+            if self.engine.stopping:  # only drain waits on acks_out
+                self.engine.wake()
             if pending.error is None:
                 self.w.stats.deleted += 1
                 if events is not None:
@@ -682,7 +691,7 @@ class _Reserving(Source["_Held"]):
             else:
                 self._lost(held, Delete.name, str(pending.error))
 
-        client._submit_nowait(Delete(held.job.id), deleted)
+        client._session.submit(Delete(held.job.id)).then = deleted
 
     def _ack(
         self,
@@ -829,7 +838,7 @@ class _Held:
 
     __slots__ = ("job", "started", "generation", "due", "ttr", "stale", "reserved_at", "tube")
 
-    def __init__(self, job: Job, started: float, generation: int) -> None:
+    def __init__(self, job: Job, started: float, generation: int, reserved_at: float) -> None:
         self.job = job
         self.started = started  # monotonic
         self.generation = generation
@@ -837,7 +846,7 @@ class _Held:
         self.ttr: int | None = None
         #: The job was reserved again (TTR ran out): this reservation's outcome is dropped.
         self.stale = False
-        self.reserved_at = time.time()  # for events
+        self.reserved_at = reserved_at  # time.time(), for events (0.0 without)
         self.tube: str | None = None  # for events, once known
 
     def schedule(self, ttr: int, left: float, max_ack_delay: float) -> None:
@@ -848,6 +857,8 @@ class _Held:
 
 
 _job_of = operator.attrgetter("job")
+#: The worker's non-blocking reserve: one record for all (records are immutable).
+_RESERVE_NOW = ReserveWithTimeout(0)
 
 _COUNTERS: dict[type[Any], str] = {
     Delete: "deleted", Release: "released", Bury: "buried", Touch: "touched",

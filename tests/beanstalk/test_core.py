@@ -1138,3 +1138,93 @@ def test_a_read_of_one_reply_takes_the_one_step_path() -> None:
     assert conn.receive_batch(b"INSERTED 1\r\n") is None
     conn.receive_data(b"")  # the end of the stream: what comes after is the parser's error
     assert conn.receive_batch(b"DELETED\r\n") is None
+
+
+# -- a read of several RESERVED and one-word replies, parsed in one step (a worker's reads) ----
+
+_RUN_REPLIES = [
+    b"RESERVED 3 2\r\nhi\r\n", b"RESERVED 3 0\r\n\r\n", b"RESERVED 4 6\r\n\r\n\r\n\r\n",
+    b"RESERVED 0012 5\r\nRESER\r\n", b"DELETED\r\n", b"TIMED_OUT\r\n", b"DEADLINE_SOON\r\n",
+    b"NOT_FOUND\r\n", b"RELEASED\r\n", b"TOUCHED\r\n",
+]
+#: Replies a run leaves to the line parser (a body over max_body_size=6, a word it does not
+#: take, one that leaves the stream out of step).
+_NOT_IN_RUNS = [
+    b"RESERVED 5 7\r\n1234567\r\n", b"BURIED\r\n", b"INSERTED 1\r\n", b"FOUND 3 2\r\nhi\r\n",
+    b"BAD_FORMAT\r\n", b"OUT_OF_MEMORY\r\n",
+]
+
+
+@st.composite
+def _reply_runs(draw: st.DrawFn) -> tuple[bytes, list[Command[Reply]]]:
+    """Replies as a worker reads them (most often whole RESERVED and one-word replies, each
+    fitting the command it answers), or nearly: one of them made odd (``_one_reply``'s
+    changes), a command that the reply cannot answer, too few or too many commands."""
+    good = st.sampled_from(_RUN_REPLIES)
+    odd = st.one_of(st.sampled_from(_NOT_IN_RUNS), _one_reply())
+    replies = draw(st.lists(good, min_size=2, max_size=8))
+    if draw(st.integers(0, 2)) == 0:
+        replies.insert(draw(st.integers(0, len(replies))), draw(odd))
+    commands: list[Command[Reply]] = []
+    for reply in replies:
+        word = reply.split(b"\r\n")[0].partition(b" ")[0]
+        fitting = [command for command in _HEADS if word in command.accepts]
+        if fitting and draw(st.integers(0, 7)):
+            commands.append(draw(st.sampled_from(fitting)))
+        else:
+            commands.append(draw(st.sampled_from(_HEADS)))
+    cut = draw(st.sampled_from([0, 0, 0, 0, 0, 0, 1, -1]))
+    if cut > 0:
+        commands.append(draw(st.sampled_from(_HEADS)))
+    elif cut < 0:
+        commands.pop()
+    return b"".join(replies), commands
+
+
+@given(
+    data_commands=_reply_runs(),
+    before=st.sampled_from([b"", b"", b"", b"", b"", b"DELE", b"RESERVED 1 2\r\nx"]),
+)
+@example(data_commands=(b"RESERVED 3 2\r\nhi\r\nDELETED\r\n", [Reserve(), Delete(3)]),
+         before=b"")
+@example(data_commands=(b"DELETED\r\nRESERVED 3 2\r\nhi\r\n", [Delete(3), Reserve()]),
+         before=b"")
+@example(data_commands=(b"RESERVED 3 9\r\nhi\r\nDELETED\r\n", [Reserve(), Delete(3)]),
+         before=b"")
+@example(data_commands=(b"RESERVED 3 2\r\nhixxDELETED\r\n", [Reserve(), Delete(3)]),
+         before=b"")
+@example(data_commands=(b"DELETED\r\nRESERVED 4 2\r\nho\r\n", [Delete(3), Delete(4)]),
+         before=b"")
+@example(data_commands=(b"DELETED\r\nDELETED\r\n", [Delete(3), Reserve()]), before=b"")
+@example(data_commands=(b"RESERVED 5 7\r\n1234567\r\nDELETED\r\n", [Reserve(), Delete(3)]),
+         before=b"")
+def test_a_run_of_reserved_and_bare_replies_is_read_as_the_line_parser_reads_it(
+    data_commands: tuple[bytes, list[Command[Reply]]], before: bytes
+) -> None:
+    """The one-step read of several replies (``RESERVED`` with its body, one-word replies)
+    and the line-by-line parse give every caller the same reply or error and leave the
+    connection (and its core) alike, whatever the read holds and whatever commands await
+    it."""
+    data, commands = data_commands
+    if before.startswith(b"RESERVED"):
+        commands = [Reserve(), *commands]
+    assert _read_outcomes(data, commands, True, before) == _read_outcomes(
+        data, commands, False, before)
+
+
+def test_a_run_of_reserves_and_deletes_takes_the_one_step_path() -> None:
+    conn = Connection()
+    for command in (ReserveWithTimeout(0), Delete(3), ReserveWithTimeout(0), Delete(4)):
+        conn.send(command)
+    assert conn.receive_batch(
+        b"RESERVED 5 2\r\nhi\r\nDELETED\r\nTIMED_OUT\r\nNOT_FOUND\r\n"
+    ) == [Reserved(5, b"hi"), DELETED, ErrorReply(ErrorCode.TIMED_OUT),
+          ErrorReply(ErrorCode.NOT_FOUND)]
+    assert conn.pending == 0
+    assert conn.next_event() is NEED_DATA
+    conn.send(ReserveWithTimeout(0))
+    conn.send(Delete(5))
+    # A reply the command cannot answer, or a body cut short: the line parser decides.
+    assert conn.receive_batch(b"DELETED\r\nRESERVED 5 2\r\nhi\r\n") is None
+    assert conn.receive_batch(b"RESERVED 5 2\r\nhi\r\nDELE") is None
+    assert conn.pending == 2

@@ -284,3 +284,35 @@ def test_tls_options_are_checked_in_the_constructor(server: BeanstalkServer) -> 
             AsyncWorker(client, server_hostname="localhost")
 
 
+
+
+async def test_jobs_read_together_each_get_a_slot(server: BeanstalkServer, tube: str) -> None:
+    """64 jobs waiting, 64 slots: jobs that arrive together (one read brings many) each get a
+    slot of their own, however the slots are woken: all 64 handlers run at once (held at a
+    gate until they are all in), then all 64 jobs are deleted."""
+    slots = 64
+    with _producer(server, tube) as p:
+        for i in range(slots):
+            p.put(b"%d" % i)
+        gate, done = anyio.Event(), anyio.Event()
+        running = peak = 0
+        async with AsyncWorker(server.url, tubes=[tube], concurrency=slots) as worker:
+
+            async def handler(job: Job) -> None:
+                nonlocal running, peak
+                running += 1
+                peak = max(peak, running)
+                if running == slots:
+                    gate.set()
+                await gate.wait()
+                running -= 1
+
+            async def watch() -> None:
+                await await_until(lambda: worker.stats.deleted == slots, what="every delete")
+                done.set()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(watch)
+                await _run_until(worker, handler, done)
+        assert peak == slots
+        assert p.stats_tube(tube)["current-jobs-ready"] == 0
