@@ -19,6 +19,8 @@ h11's CVE-2025-43859). Framing rules (what a line may contain) belong to each pr
 
 from __future__ import annotations
 
+from ._typing import mypyc_attr
+
 __all__ = ["LineTooLong", "MissingTerminator", "ReceiveBuffer"]
 
 _COMPACT_AT = 1 << 16
@@ -27,6 +29,7 @@ _COMPACT_AT = 1 << 16
 _VIEW_AT = 1 << 12
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ReceiveBuffer:
     """Bytes received but not yet parsed."""
 

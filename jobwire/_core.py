@@ -16,6 +16,7 @@ from collections import deque
 
 from ._buffer import ReceiveBuffer
 from ._events import NEED_DATA
+from ._typing import mypyc_attr
 from .errors import LocalProtocolError, RemoteProtocolError
 
 TYPE_CHECKING = False  # typing is not imported at run time: a server starts without it
@@ -42,6 +43,7 @@ class ConnectionState(enum.Enum):
 _OPEN = ConnectionState.OPEN
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class InOrderClientCore:
     """Buffer, FIFO, end of input and poisoning; no I/O, not thread-safe."""
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from ._typing import mypyc_attr
 from .errors import JobwireError
 
 __all__ = ["Pending"]
@@ -22,6 +23,7 @@ __all__ = ["Pending"]
 R = TypeVar("R", covariant=True)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Pending(Generic[R]):
     """A request awaiting its reply.
 

@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from ._events import NEED_DATA
 from ._pending import Pending
+from ._typing import mypyc_attr
 from .errors import ConnectionLost, JobwireError, RemoteProtocolError
 
 __all__ = ["FifoSession", "SessionLike"]
@@ -48,10 +49,11 @@ class SessionLike(Protocol):
     def fail(self, error: JobwireError) -> None: ...
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class FifoSession(Generic[P]):
     """Outgoing bytes plus the Pendings awaiting replies, oldest first. No I/O."""
 
-    __slots__ = ("_fifo", "_next", "_out", "broken")
+    __slots__ = ("_fifo", "_next", "_out", "broken", "conn")
 
     def __init__(self) -> None:
         # What to send: ``_next`` (bytes queued while nothing else was, kept without a copy),

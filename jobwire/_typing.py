@@ -1,5 +1,6 @@
 """Run-time stand-ins for the few ``typing`` names that the bundled servers' modules use at run
-time: ``Generic``, ``TypeVar``, ``cast`` and ``overload``.
+time: ``Generic``, ``TypeVar``, ``cast`` and ``overload``; and ``mypyc_attr`` (from
+``mypy_extensions``, which only the compiled build needs: see docs/compiled.md).
 
 Why: a spawned bundled server must answer its first command about as soon as a bare Python
 process would (issue 18), and importing ``typing`` costs about 2 ms of that. The modules a
@@ -18,7 +19,7 @@ here keeps what ``typing`` would (no ``__parameters__``, no overload registry).
 
 from __future__ import annotations
 
-__all__ = ["Generic", "TypeVar", "cast", "overload"]
+__all__ = ["Generic", "TypeVar", "cast", "mypyc_attr", "overload"]
 
 
 class Generic:
@@ -51,3 +52,14 @@ def overload(function: object) -> object:
     """``typing.overload`` at run time: the stub unchanged (the implementation that follows
     replaces it)."""
     return function
+
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # mypyc reads this one (docs/compiled.md); mypy_extensions comes with mypy
+    from mypy_extensions import mypyc_attr
+else:
+
+    def mypyc_attr(*attrs: str, **options: object) -> object:
+        """``mypy_extensions.mypyc_attr`` at run time: a class decorator that returns the
+        class unchanged (mypyc applies the real one when it compiles the class)."""
+        return lambda cls: cls

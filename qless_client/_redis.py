@@ -249,7 +249,7 @@ class RedisSession(FifoSession[Pending[Any]]):
     server closing fails every waiting caller (``FifoSession``).
     """
 
-    __slots__ = ("conn", "on_push")
+    __slots__ = ("on_push",)
     closed_event = ConnectionClosed
 
     def __init__(

@@ -106,7 +106,7 @@ class WorkqSession(FifoSession[Pending[Reply]]):
             (:class:`~workq_client._protocol.Connection`).
     """
 
-    __slots__ = ("_deferred", "_wire_claims", "busy_until", "conn", "desk", "leases_out")
+    __slots__ = ("_deferred", "_wire_claims", "busy_until", "desk", "leases_out")
     closed_event = ConnectionClosed
 
     def __init__(
