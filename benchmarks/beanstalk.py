@@ -48,9 +48,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from functools import partial
 
-import aiostalk  # type: ignore[import-untyped]
 import anyio
-import greenstalk
 from _harness import (
     HOST,
     READ_SIZE,
@@ -261,6 +259,8 @@ def put_jobwire_async(backend: str, srv: Server, tube: str, n: int) -> Sample:
 
 
 def put_greenstalk(srv: Server, tube: str, n: int) -> Sample:
+    import greenstalk  # the peers are imported when they run (a run of raw clients needs none)
+
     with greenstalk.Client((HOST, srv.port), encoding=None, use=tube) as c:
 
         def run() -> None:
@@ -271,6 +271,8 @@ def put_greenstalk(srv: Server, tube: str, n: int) -> Sample:
 
 
 async def _put_aiostalk(srv: Server, tube: str, n: int) -> Sample:
+    import aiostalk  # type: ignore[import-untyped]
+
     c = aiostalk.Client((HOST, srv.port), encoding=None, use=tube)
     await c.connect()
     try:
@@ -477,6 +479,8 @@ def rd_jobwire_async(backend: str, srv: Server, tube: str, n: int) -> Sample:
 
 
 def rd_greenstalk(srv: Server, tube: str, n: int) -> Sample:
+    import greenstalk
+
     with greenstalk.Client((HOST, srv.port), encoding=None, watch=tube) as c:
 
         def run() -> None:
@@ -487,6 +491,8 @@ def rd_greenstalk(srv: Server, tube: str, n: int) -> Sample:
 
 
 async def _rd_aiostalk(srv: Server, tube: str, n: int) -> Sample:
+    import aiostalk
+
     c = aiostalk.Client((HOST, srv.port), encoding=None, watch=tube)
     await c.connect()
     try:
