@@ -726,6 +726,18 @@ def check_table(verdicts: Sequence[Verdict]) -> list[str]:
 # -- reading -----------------------------------------------------------------------------------
 
 
+def _read_json(path: Path) -> object:
+    """The JSON document in ``path``.
+
+    Raises:
+        ReportError: it cannot be read or is not valid JSON.
+    """
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ReportError(f"{path.name}: {exc}") from exc
+
+
 def _check(document: object, name: str) -> Mapping[str, Any]:
     if not isinstance(document, Mapping):
         raise ReportError(f"{name}: not a JSON object")
@@ -759,10 +771,7 @@ def load(results: Path = RESULTS) -> dict[str, Mapping[str, Any]]:
         path = results / f"{protocol}.json"
         if not path.is_file():
             continue
-        try:
-            document = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ReportError(f"{path.name}: {exc}") from exc
+        document = _read_json(path)
         documents[protocol] = _check(document, path.name)
     return documents
 
@@ -1160,10 +1169,7 @@ def load_pool(results: Path = RESULTS) -> Mapping[str, Any] | None:
     path = results / f"{POOL}.json"
     if not path.is_file():
         return None
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ReportError(f"{path.name}: {exc}") from exc
+    document = _read_json(path)
     return _check(document, path.name)
 
 
@@ -1249,10 +1255,7 @@ def load_startup(results: Path = RESULTS) -> Mapping[str, Any] | None:
     path = results / f"{STARTUP}.json"
     if not path.is_file():
         return None
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ReportError(f"{path.name}: {exc}") from exc
+    document = _read_json(path)
     if not isinstance(document, Mapping) or not all(
             isinstance(document.get(k), kind) for k, kind in
             (("environment", Mapping), ("config", Mapping), ("results", list))):
