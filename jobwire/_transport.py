@@ -324,9 +324,10 @@ class AsyncTransport:
                 if sent < len(data):
                     with anyio.CancelScope(shield=True):
                         await stream.send(data[sent:])
-                if stream.buffered:  # TLS: encrypted bytes the kernel did not take yet
-                    with anyio.CancelScope(shield=True):
-                        await stream.drain()
+            if stream.buffered and self.session.broken is None:
+                # TLS: encrypted bytes the kernel did not take yet, flush_nowait's included
+                with anyio.CancelScope(shield=True):
+                    await stream.drain()
         except JobwireError as exc:
             self.session.fail(exc)
             raise

@@ -6,6 +6,7 @@ asked for, is a ``TLSError`` at connect: never a plaintext fallback."""
 
 from __future__ import annotations
 
+import socket
 import ssl
 import threading
 from collections.abc import Iterator
@@ -93,6 +94,26 @@ async def test_async_put_reserve_delete_over_tls(tls_server: TLSBeanstalk, tube:
             bodies.add(job.body)
             await client.delete(job)
         assert bodies == {b"job %d" % i + b"." * 20_000 for i in range(50)}
+
+
+@pytest.mark.anyio
+async def test_async_put_of_a_body_the_kernel_does_not_take_at_once(
+    tls_server: TLSBeanstalk, tube: str
+) -> None:
+    """One task's put whose ciphertext is more than the socket takes in one send: what the
+    kernel did not take is sent before the reply is awaited (it was left buffered, and the
+    put ran out of time)."""
+    big = bytes(range(256)) * 3072  # 768 KiB
+    async with AsyncClient(tls_server.address, ssl=tls_server.context, timeout=10) as client:
+        await client.use(tube)
+        await client.watch(tube)
+        stream = client._transport._stream  # a test-only look inside: a small send buffer
+        assert stream is not None
+        stream._sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        job_id = await client.put(big)
+        job = await client.reserve(wait=5)
+        assert (job.id, job.body) == (job_id, big)
+        await client.delete(job)
 
 
 def test_untrusted_certificate_is_a_tls_error(tls_server: TLSBeanstalk) -> None:
