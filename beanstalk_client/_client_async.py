@@ -154,12 +154,10 @@ class AsyncClient(AsyncCommands[B]):
         transport = self._transport
         if not transport.connected:
             await transport.connect_on_use()
-        pending = self._session.submit(command)
-        if not transport.flush_nowait():
-            await transport.flush()
         timeout = self.timeout
-        return await transport.wait(
-            pending, None if wait is None or timeout is None else wait + timeout
+        return await transport.call(
+            self._session.submit(command),
+            None if wait is None or timeout is None else wait + timeout,
         )
 
     async def _call_many(

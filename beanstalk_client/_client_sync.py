@@ -142,11 +142,10 @@ class Client(Commands[B]):
         transport = self._transport
         if not transport.connected:
             transport.connect_on_use()
-        pending = self._session.submit(command)
-        transport.flush()
         timeout = self.timeout
-        return transport.wait(
-            pending, None if wait is None or timeout is None else wait + timeout
+        return transport.call(
+            self._session.submit(command),
+            None if wait is None or timeout is None else wait + timeout,
         )
 
     def _call_many(

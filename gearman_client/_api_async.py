@@ -426,10 +426,8 @@ class AsyncClient(Generic[B]):
         else:
             transport, session = await self._pool.connect(server)
         pending = session.request(packet)
-        if not transport.flush_nowait():
-            await transport.flush()
         try:
-            reply = await transport.wait(pending, limit)
+            reply = await transport.call(pending, limit)
         except OperationTimeout:
             if type(packet) in _MAY_GO_UNANSWERED:
                 await transport.aclose()
@@ -464,10 +462,8 @@ class AsyncClient(Generic[B]):
         limit = self.timeout if timeout is ... else timeout
         transport, session = self._pool.ready() or await self._pool.pick(uniq or None)
         job = session.submit(packet, on_update)  # a refused submit fails the job
-        if not transport.flush_nowait():
-            await transport.flush()
         try:
-            raw = await transport.wait(job, limit)
+            raw = await transport.call(job, limit)
         finally:
             if not job.done and job.handle is not None:  # given up: forget the job's updates
                 session.untrack(job.handle, job)

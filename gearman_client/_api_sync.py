@@ -427,9 +427,8 @@ class Client(Generic[B]):
         else:
             transport, session = self._pool.connect(server)
         pending = session.request(packet)
-        transport.flush()
         try:
-            reply = transport.wait(pending, limit)
+            reply = transport.call(pending, limit)
         except OperationTimeout:
             if type(packet) in _MAY_GO_UNANSWERED:
                 transport.close()
@@ -464,9 +463,8 @@ class Client(Generic[B]):
         limit = self.timeout if timeout is ... else timeout
         transport, session = self._pool.ready() or self._pool.pick(uniq or None)
         job = session.submit(packet, on_update)  # a refused submit fails the job
-        transport.flush()
         try:
-            raw = transport.wait(job, limit)
+            raw = transport.call(job, limit)
         finally:
             if not job.done and job.handle is not None:  # given up: forget the job's updates
                 session.untrack(job.handle, job)

@@ -120,7 +120,5 @@ class AsyncClient(_api_async.AsyncClient[B]):
 
         created.then = on_created
         result.then = lambda _: box[0]._wake() if box else None
-        if not transport.flush_nowait():
-            await transport.flush()
-        await transport.wait(created, limit)
+        await transport.call(created, limit)
         return box[0]

@@ -574,8 +574,7 @@ class AsyncRedis(_Base, AsyncRedisCommands):
         if then is not None:
             pending.then = then
         try:
-            await transport.flush()
-            return await transport.wait(pending, self._limit(wait))
+            return await transport.call(pending, self._limit(wait))
         except BaseException:
             if not pending.done and _blocks(args):
                 # The server still holds the abandoned command and every call queued behind
@@ -590,8 +589,7 @@ class AsyncRedis(_Base, AsyncRedisCommands):
         pending = self._session.submit_encoded(data, name)
         if then is not None:
             pending.then = then
-        await transport.flush()
-        return await transport.wait(pending, self._limit(0.0))
+        return await transport.call(pending, self._limit(0.0))
 
     async def _call_many(
         self, commands: Iterable[bytes], window: int, thens: Iterable[Then] | None = None
@@ -725,16 +723,14 @@ class Redis(_Base, RedisCommands):
         pending = self._session.submit(args)
         if then is not None:
             pending.then = then
-        transport.flush()
-        return transport.wait(pending, self._limit(wait))
+        return transport.call(pending, self._limit(wait))
 
     def _call_encoded(self, data: bytes, name: str, then: Then | None = None) -> Any:
         transport = self._ready()
         pending = self._session.submit_encoded(data, name)
         if then is not None:
             pending.then = then
-        transport.flush()
-        return transport.wait(pending, self._limit(0.0))
+        return transport.call(pending, self._limit(0.0))
 
     def _call_many(
         self, commands: Iterable[bytes], window: int, thens: Iterable[Then] | None = None

@@ -37,8 +37,6 @@ SUBS = [
     (r"\b__aexit__\b", "__exit__"),
     # The sync twin imports the sync twins of the package's generated modules.
     (r"(?m)^from \.(_\w+)_async import\b", r"from .\1_sync import"),
-    # A blocking send has nothing to leave for later: the sync side just flushes.
-    (r"if not (\w+)\.flush_nowait\(\):\n\s+\1\.flush\(\)", r"\1.flush()"),
 ]
 
 # The blocking client's docstrings where they must say something else. Literal (old, new) pairs,

@@ -201,9 +201,7 @@ class AsyncClient(AsyncCommands[B]):
             wait += session.held_back()
         pending = session.submit(command)
         try:
-            if not transport.flush_nowait():
-                await transport.flush()
-            return await transport.wait(
+            return await transport.call(
                 pending, None if self.timeout is None else wait + self.timeout
             )
         except BaseException:

@@ -184,8 +184,7 @@ class Client(Commands[B]):
             wait += session.held_back()
         pending = session.submit(command)
         try:
-            transport.flush()
-            return transport.wait(
+            return transport.call(
                 pending, None if self.timeout is None else wait + self.timeout
             )
         except BaseException:
