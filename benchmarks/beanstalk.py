@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import select
 import signal
 import socket
 import statistics
@@ -305,6 +306,32 @@ def put_raw_sequential(srv: Server, tube: str, n: int) -> Sample:
         raw.close()
 
 
+def _poller(sock: socket.socket) -> Callable[[int], list[tuple[int, int]]]:
+    """``poll(0)`` on ``sock``, registered once: the stale-reply check jobwire's blocking
+    transport makes before each send that follows an idle moment (issue 19)."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return poller.poll
+
+
+def put_raw_checked(srv: Server, tube: str, n: int) -> Sample:
+    raw = Raw(srv.port)
+    try:
+        raw.use(tube)
+        poll = _poller(raw.sock)
+
+        def run() -> None:
+            for _ in range(n):
+                if poll(0):
+                    raise RuntimeError("bytes arrived while idle")
+                raw.sock.sendall(PUT_LINE)
+                raw.line()
+
+        return timed(srv, n, run)
+    finally:
+        raw.close()
+
+
 class _Short(Exception):
     """A reply is not whole yet (raised in place of a blocking read)."""
 
@@ -527,6 +554,28 @@ def rd_raw_sequential(srv: Server, tube: str, n: int) -> Sample:
         raw.close()
 
 
+def rd_raw_checked(srv: Server, tube: str, n: int) -> Sample:
+    raw = Raw(srv.port)
+    try:
+        raw.watch_only(tube)
+        poll = _poller(raw.sock)
+
+        def run() -> None:
+            for _ in range(n):
+                if poll(0):
+                    raise RuntimeError("bytes arrived while idle")
+                raw.sock.sendall(b"reserve\r\n")
+                (job_id,), _ = raw.replies(1)
+                if poll(0):
+                    raise RuntimeError("bytes arrived while idle")
+                raw.sock.sendall(b"delete %d\r\n" % job_id)
+                raw.replies(1)
+
+        return timed(srv, n, run)
+    finally:
+        raw.close()
+
+
 def rd_raw_pipelined(srv: Server, tube: str, n: int) -> Sample:
     raw = Raw(srv.port)
     try:
@@ -679,6 +728,8 @@ def plan(quick: bool) -> dict[str, list[Spec | Reuse[MeasureFn]]]:
             put_gs,
             put_aio,
             Spec("raw-seq", "raw socket (sequential)", put_raw_sequential, k(25_000)),
+            Spec("raw-seq-check", "raw socket + a poll before each send (the stale-reply "
+                 "check)", put_raw_checked, k(25_000), baseline=("put", "raw-seq")),
             Spec("raw-asyncio", "raw socket on asyncio (the loop's floor)", put_raw_asyncio,
                  k(15_000), baseline=("put", "raw-seq")),
         ],
@@ -707,6 +758,8 @@ def plan(quick: bool) -> dict[str, list[Spec | Reuse[MeasureFn]]]:
             Spec("aiostalk", "aiostalk", rd_aiostalk, k(6_000), 0,
                  baseline=("reserve_delete", "raw-seq")),
             Spec("raw-seq", "raw socket (sequential)", rd_raw_sequential, k(12_000), 0),
+            Spec("raw-seq-check", "raw socket + a poll before each send (the stale-reply "
+                 "check)", rd_raw_checked, k(12_000), 0, baseline=("reserve_delete", "raw-seq")),
             Spec("raw-asyncio", "raw socket on asyncio (the loop's floor)", rd_raw_asyncio,
                  k(8_000), 0, baseline=("reserve_delete", "raw-seq")),
             rd_pipe,

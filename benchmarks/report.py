@@ -346,6 +346,21 @@ def _cpu_over(documents: Documents, protocol: str, scenario: str,
     return f"client CPU over the {floor_name}'s {base:.1f} µs/op: " + ", ".join(parts)
 
 
+def _check_cost(documents: Documents, protocol: str, scenario: str, gap: float,
+                peer_name: str) -> str:
+    """The part of a gap to a peer that is the stale-reply check (issue 19: a ``poll`` before
+    each send that follows an idle moment, which the peer does not make), from the raw socket
+    with and without it; empty when the run has no ``raw-seq-check`` row."""
+    raw = _median(documents, protocol, (scenario, "raw-seq"), "cpu")
+    checked = _median(documents, protocol, (scenario, "raw-seq-check"), "cpu")
+    if raw is None or checked is None:
+        return ""
+    check = checked - raw
+    return (f"; the stale-reply check alone (a raw socket with a poll before each send, over "
+            f"one without) costs {check:+.1f} µs/op, which {peer_name} does not make: "
+            f"without it the gap would be {gap - check:+.1f} µs/op")
+
+
 def _peer_bound(protocol: str, scenarios: Sequence[tuple[str, str]], peer: str,
                 peer_name: str, floor: str, floor_name: str) -> Callable[[Documents], str]:
     """For a CPU target against a peer library: each one's CPU above the raw socket's, and
@@ -362,6 +377,7 @@ def _peer_bound(protocol: str, scenarios: Sequence[tuple[str, str]], peer: str,
                 more = "more" if mine > theirs else "less"
                 text += (f": jobwire's own code per call costs {abs(mine - theirs):.1f} µs "
                          f"{more} than {peer_name}'s")
+                text += _check_cost(documents, protocol, scenario, mine - theirs, peer_name)
             out.append(f"{label}{text}")
         return "; ".join(out)
 
