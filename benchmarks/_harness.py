@@ -352,6 +352,24 @@ def pinning(server: object) -> dict[str, list[int]] | None:
     return out
 
 
+def machine_during(busy_before: float | None, ours: float, seconds: float,
+                   server: object) -> dict[str, Any]:
+    """What the machine was doing over a timed window that just ended, ``seconds`` long, that
+    began when :func:`machine_busy` was ``busy_before`` and in which the measured processes
+    used ``ours`` CPU seconds: its 1-minute load average now, the share of all its CPUs the
+    other processes used (when ``/proc/stat`` is there), and the pinning."""
+    busy = machine_busy()
+    machine: dict[str, Any] = {}
+    with contextlib.suppress(OSError, AttributeError):
+        machine["load_1m"] = round(os.getloadavg()[0], 2)
+    if busy is not None and busy_before is not None:
+        wall = seconds * (os.cpu_count() or 1)
+        if wall > 0:
+            machine["others_cpu_share"] = round(max(0.0, busy - busy_before - ours) / wall, 3)
+    machine["pinning"] = pinning(server)
+    return machine
+
+
 class Clock:
     """Wall time, this process's CPU time and the server's over one timed window, and what the
     machine was doing meanwhile: its 1-minute load average when the window closed, the share
@@ -379,18 +397,10 @@ class Clock:
         self._wall_end = time.perf_counter()
         self._cpu_end = time.process_time()
         self._srv_end = self._server_cpu()
-        busy = machine_busy()
-        machine: dict[str, Any] = {}
-        with contextlib.suppress(OSError, AttributeError):
-            machine["load_1m"] = round(os.getloadavg()[0], 2)
-        if busy is not None and self._busy is not None:
-            ours = (self._cpu_end - self._cpu) + (
-                0.0 if self._srv is None or self._srv_end is None else self._srv_end - self._srv)
-            wall = (self._wall_end - self._wall) * (os.cpu_count() or 1)
-            if wall > 0:
-                machine["others_cpu_share"] = round(max(0.0, busy - self._busy - ours) / wall, 3)
-        machine["pinning"] = pinning(self.server)
-        self._machine = machine
+        ours = (self._cpu_end - self._cpu) + (
+            0.0 if self._srv is None or self._srv_end is None else self._srv_end - self._srv)
+        self._machine = machine_during(self._busy, ours, self._wall_end - self._wall,
+                                       self.server)
 
     @property
     def stopped_at(self) -> float:
@@ -508,15 +518,20 @@ class Bench(Generic[M]):
     client, and so on (``runs`` rounds), so that drift on a shared machine spreads over all
     clients alike and each row's median is of runs spread over the same span of time.
     ``once(spec)`` is one timed run on a fresh server (the script starts and stops it);
-    ``explain(spec, error)`` says why a ``may_fail`` row failed."""
+    ``explain(spec, error)`` says why a ``may_fail`` row failed. ``pin=False`` leaves this
+    process where it is (:func:`pin_client` otherwise: the Spark benchmark's ``local[2]``
+    wants both CPUs)."""
 
     def __init__(
         self,
         runs: int,
         once: Callable[[Spec[M]], Sample],
         explain: Callable[[Spec[M], Exception], str] | None = None,
+        *,
+        pin: bool = True,
     ) -> None:
-        pin_client()
+        if pin:
+            pin_client()
         self.runs = runs
         self.once = once
         self.explain = explain or (lambda spec, error: first_line(error))

@@ -1347,6 +1347,262 @@ def startup_lines(document: Mapping[str, Any], source: str) -> list[str]:
     return lines
 
 
+# -- docs/spark.md's figures: benchmarks/spark.py's rows ---------------------------------------
+
+SPARK = "spark"
+#: The page holding the Spark section (between ``markers(SPARK)``), rewritten and checked by
+#: :func:`spark_page` when the results folder holds ``spark.json``.
+SPARK_PAGE = ROOT / "docs" / "spark.md"
+#: What a row's items are, by scenario.
+SPARK_ITEMS = {"write": "rows", "stream": "jobs", "metrics": "events"}
+#: The write's stages (rows of the write scenario), each adding to the one before.
+SPARK_STAGES = (("spark-noop", "the JVM makes the rows (`noop`)"),
+                ("spark-arrow", "+ rows to Arrow, over to the Python workers"),
+                ("spark-puts", "+ jobwire's row code, `Put` objects, encoding"),
+                ("spark", "+ pipelined socket I/O, replies, beanstalkd"))
+
+
+def upgrade_spark(document: Mapping[str, Any]) -> dict[str, Any]:
+    """``spark.json`` as ``benchmarks/spark.py`` wrote it before it took medians of
+    interleaved runs (rows named by ``key``, samples in seconds: ``per_s``, ``cpu_s``,
+    ``server_cpu_s``; ``repeats``) in today's shape: each sample's figures per item, each row's
+    figures from its samples (:func:`summarize`), the samples' other keys kept."""
+    results = []
+    for row in document["results"]:
+        if not isinstance(row, Mapping) or "key" not in row or not row.get("samples"):
+            results.append(row)
+            continue
+        samples = []
+        for s in row["samples"]:
+            n, server = s["n"], s.get("server_cpu_s")
+            samples.append({
+                **{k: v for k, v in s.items() if k not in ("per_s", "cpu_s", "server_cpu_s")},
+                "ops_per_s": round(n / s["seconds"], 1),
+                "client_cpu_us_per_op": round(s["cpu_s"] / n * 1e6, 2),
+                "server_cpu_us_per_op": None if server is None else round(server / n * 1e6, 2),
+            })
+        results.append({"scenario": row["scenario"], "client": row["key"],
+                        "label": row["label"], "n": row["n"], **summarize(samples),
+                        "samples": samples})
+    config = {k: v for k, v in document["config"].items() if k != "repeats"}
+    runs = document["config"].get("repeats", config.get("runs"))
+    return {**document, "protocol": SPARK, "config": {**config, "runs": runs},
+            "results": results}
+
+
+def load_spark(results: Path = RESULTS) -> Mapping[str, Any] | None:
+    """``spark.json`` in ``results`` (an older one upgraded: :func:`upgrade_spark`), or None:
+    not recorded.
+
+    Raises:
+        ReportError: it is not valid JSON or lacks the benchmark's shape.
+    """
+    path = results / f"{SPARK}.json"
+    if not path.is_file():
+        return None
+    document = _read_json(path)
+    if (isinstance(document, Mapping) and isinstance(document.get("config"), Mapping)
+            and isinstance(document.get("results"), list)
+            and any(isinstance(r, Mapping) and "key" in r and "client" not in r
+                    for r in document["results"])):
+        try:
+            document = upgrade_spark(document)
+        except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+            raise ReportError(f"{path.name}: an older row that cannot be read: {exc!r}") from exc
+    return _check(document, path.name)
+
+
+def _sample_median(row: Mapping[str, Any] | None, key: str) -> float | None:
+    """The median of ``key`` over a row's samples (extras such as ``peak_rss_mib``)."""
+    values = [] if row is None else _numbers(row.get("samples") or [], key)
+    return statistics.median(values) if values else None
+
+
+def spark_lines(document: Mapping[str, Any], source: str) -> list[str]:
+    """The Spark page's figures: Spark against one Python process (ratios of medians), every
+    row's median (min-max), its unstable figures and why, where a write's time goes, the
+    stream's batches and whether the two metrics agree."""
+    env, config = document["environment"], document["config"]
+    rows = {(r["scenario"], r["client"]): r for r in document["results"] if "error" not in r}
+    ops, cpu, server = FIGURES["ops"], FIGURES["cpu"], FIGURES["server"]
+    runs = _runs(config)
+    each = ("each figure **one run** (no median, no spread)" if runs == "1" else
+            f"each figure the median of {runs} interleaved runs, (lowest-highest)")
+    quick = "; **quick run**" if config.get("quick") else ""
+    packages = env.get("packages") or {}
+    lines = [
+        f"From `{source}/{SPARK}.json` ({_date(document)}; {each}{quick}; {_machine(env)}; "
+        f"{env.get('beanstalkd', '?')}, PySpark {packages.get('pyspark', '?')}, "
+        f"{env.get('java', '?')}): {_num(config.get('rows'))} rows of "
+        f"{config.get('body_bytes', '?')} B written, {_num(config.get('jobs'))} jobs streamed, "
+        f"{_num(config.get('events'))} events. Spark runs `local[2]`; its CPU is the whole "
+        "process tree (the JVM and Spark's Python workers), a plain-Python row's that one "
+        "process's. Ratios are ratios of medians (speed > 1: Spark is faster; CPU > 1: Spark "
+        "spends more per item).", "",
+        "| comparison | Spark (`local[2]`), per s | one Python process, per s | speed | CPU "
+        "per item |", "|---|--:|--:|--:|--:|"]
+    python_rss = _sample_median(rows.get(("metrics", "python")), "peak_rss_mib")
+    pairs = [("write into beanstalkd", ("write", "spark"), ("write", "put_many"), "`put_many`")]
+    pairs += [(f"stream read, `maxJobsPerBatch` {key[6:]}", ("stream", key),
+               ("stream", "python"), "reserve+delete with `call_many`")
+              for (scenario, key) in rows if scenario == "stream" and key.startswith("spark-")]
+    pairs += [("job metrics", ("metrics", "spark"), ("metrics", "python"),
+               "one pass" + ("" if python_rss is None else f" (peak RSS {python_rss:,.0f} MiB)")),
+              ("reading the events only", ("metrics", "spark-read"), ("metrics", "python-parse"),
+               "`json.loads` per line")]
+    for what, mine, other, name in pairs:
+        a, b = rows.get(mine), rows.get(other)
+        if a is None or b is None:
+            continue
+        speed = _num(a[f"median_{ops}"] / b[f"median_{ops}"], 2)
+        per_item = (_num(a[f"median_{cpu}"] / b[f"median_{cpu}"], 2) if b[f"median_{cpu}"]
+                    else "?")
+        lines.append(f"| {what} ({SPARK_ITEMS.get(mine[0], 'items')}/s) | {_figure(a, ops, 0)} "
+                     f"| {name} {_figure(b, ops, 0)} | {speed}x | {per_item}x |")
+    lines += ["", "Every row (CPU per item: per row, job or event; the fixed-cost row's items "
+              "are its 10 rows):", "",
+              "| scenario | row | N | per s, median (min-max) | CPU µs per item, median "
+              "(min-max) | beanstalkd CPU µs per item, median |", "|---|---|--:|--:|--:|--:|"]
+    unstable: list[str] = []
+    shown = ""
+    for row in document["results"]:
+        scenario = row["scenario"]
+        title = "" if scenario == shown else scenario
+        shown = scenario
+        if "error" in row:
+            lines.append(f"| {title} | {_cell(row['label'])}: {_cell(str(row['error']))} "
+                         f"| {_num(row.get('n'))} | | | |")
+            continue
+        srv = row.get(f"median_{server}")
+        lines.append(f"| {title} | {_cell(row['label'])} | {_num(row.get('n'))} | "
+                     f"{_figure(row, ops, 0)} | {_figure(row, cpu, 1)} | "
+                     f"{'' if srv is None else _num(srv, 1)} |")
+        for figure, name in ((ops, "per s"), (cpu, "CPU per item")):
+            why = (row.get("unstable") or {}).get(figure)
+            if why:
+                unstable.append(f"- {scenario} / {row['label']}, {name}: {why}")
+    if unstable:
+        lines += ["", f"Unstable figures ({runs} runs spread by more than {UNSTABLE:.0%} of the "
+                  "median), and why:", "", *unstable]
+    lines += _spark_write_lines(rows)
+    lines += _spark_stream_lines(rows)
+    lines += _spark_metrics_lines(document.get("metrics"))
+    return lines
+
+
+def _spark_write_lines(rows: Mapping[tuple[str, str], Mapping[str, Any]]) -> list[str]:
+    """Where a Spark beanstalk write's time goes: each stage's median per row over the one
+    before it (nothing unless every stage ran)."""
+    ops, cpu = FIGURES["ops"], FIGURES["cpu"]
+    table: list[str] = []
+    wall_before = cpu_before = 0.0
+    for key, stage in SPARK_STAGES:
+        row = rows.get(("write", key))
+        if row is None:
+            return []
+        wall, used = 1e6 / row[f"median_{ops}"], float(row[f"median_{cpu}"])
+        table.append(f"| {stage} | {wall - wall_before:+.2f} | {used - cpu_before:+.2f} |")
+        wall_before, cpu_before = wall, used
+    lines = ["", "Where a Spark beanstalk write's time goes, per row: each stage's median over "
+             "the stage before it (a write of the same DataFrame to `noop`, to a Python sink "
+             "that counts the Arrow rows, to one that also makes and encodes every `Put`, "
+             "then to beanstalkd):", "",
+             "| stage | wall µs per row | CPU µs per row (process tree) |", "|---|--:|--:|",
+             *table]
+    notes = []
+    fixed = rows.get(("write", "spark-overhead"))
+    seconds = _sample_median(fixed, "seconds")
+    if fixed is not None and seconds is not None:
+        cpu_s = float(fixed[f"median_{cpu}"]) * float(fixed["n"]) / 1e6
+        notes.append(f"A Spark job's fixed cost (a {fixed['n']}-row beanstalk write: planning, "
+                     f"tasks, Python workers, connections): {seconds:.2f} s of wall time and "
+                     f"{cpu_s:.2f} s of CPU (medians).")
+    put_many = rows.get(("write", "put_many"))
+    if put_many is not None:
+        notes.append(f"One process's `put_many`: {1e6 / put_many[f'median_{ops}']:.2f} µs of "
+                     f"wall time and {float(put_many[f'median_{cpu}']):.2f} µs of CPU per row.")
+    return [*lines, "", " ".join(notes)] if notes else lines
+
+
+def _spark_stream_lines(rows: Mapping[tuple[str, str], Mapping[str, Any]]) -> list[str]:
+    """The stream's micro-batches, and beanstalkd's CPU per job, for each maxJobsPerBatch."""
+    table = []
+    for (scenario, key), row in rows.items():
+        if scenario != "stream" or not key.startswith("spark-"):
+            continue
+        per_batch = [1e3 * float(s["seconds"]) / float(s["batches_with_rows"])
+                     for s in row.get("samples") or ()
+                     if isinstance(s.get("batches_with_rows"), (int, float))
+                     and s["batches_with_rows"] > 0 and isinstance(s.get("seconds"), (int, float))]
+        batches = _sample_median(row, "batches_with_rows")
+        first = _sample_median(row, "first_batch_s")
+        table.append(f"| {key[6:]} | {_num(batches)} | "
+                     f"{_num(statistics.median(per_batch) if per_batch else None)} | "
+                     f"{_num(first, 2)} | {_num(row.get('median_' + FIGURES['server']), 1)} |")
+    if not table:
+        return []
+    lines = ["", "The stream's micro-batches (medians): each has a fixed cost, so larger "
+             "batches need fewer of them; beanstalkd's CPU per job grows with the jobs one "
+             "connection holds reserved (a whole batch):", "",
+             "| `maxJobsPerBatch` | batches with rows | wall ms per batch | first batch after, "
+             "s | beanstalkd CPU µs per job |", "|--:|--:|--:|--:|--:|", *table]
+    loop = rows.get(("stream", "python"))
+    if loop is not None:
+        lines.append(f"| reserve+delete loop | | | | "
+                     f"{_num(loop.get('median_' + FIGURES['server']), 1)} |")
+    return lines
+
+
+def _spark_metrics_lines(notes: object) -> list[str]:
+    """Whether Spark's and the pure-Python pass's metrics agreed (their last runs)."""
+    if not isinstance(notes, Mapping) or not isinstance(notes.get("check"), Mapping):
+        return []
+    check = notes["check"]
+    if not check.get("agree"):
+        problems = "; ".join(str(p) for p in check.get("problems") or ())
+        return ["", f"**Spark's and the pure-Python pass's metrics disagree**: {problems}"]
+    worst = max(float(check.get("max_rel_diff_mean") or 0.0),
+                float(check.get("max_rel_diff_variance") or 0.0))
+    return ["", f"Spark's `job_metrics` and the pure-Python pass agree on all "
+            f"{_num(check.get('rows'))} (system, queue, day) rows and "
+            f"{_num(check.get('durations'))} durations: every count, every histogram bucket, "
+            f"and means and variances to {worst:.0e} relative."]
+
+
+def spark_page(args: argparse.Namespace) -> int:
+    """docs/spark.md's section between ``markers(SPARK)`` (``--spark-page``), from
+    ``spark.json`` in ``--results``: rewritten, or with ``--check`` compared (1: it differs;
+    2: a file cannot be read or lacks its shape, or the markers are wrong). A results folder
+    without ``spark.json`` leaves the page alone (the Spark benchmark is not part of
+    ``scripts/bench all``), and so does ``--stdout``."""
+    if args.stdout:
+        return 0
+    page: Path = args.spark_page
+    try:
+        document = load_spark(args.results)
+        if document is None:
+            return 0
+        text = page.read_text(encoding="utf-8")
+        section = "\n".join(spark_lines(document, source_name(args.results))) + "\n"
+        wanted = replace_section(text, section, SPARK)
+    except (OSError, ReportError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if wanted == text:
+        print(f"{page.name}: the Spark section matches {args.results}")
+        return 0
+    if args.check:
+        diff = difflib.unified_diff(text.splitlines(), wanted.splitlines(), f"{page.name} (now)",
+                                    f"{page.name} (from {SPARK}.json)", lineterm="", n=0)
+        print("\n".join(list(diff)[:40]), file=sys.stderr)
+        print(f"{page.name}'s Spark section differs from {args.results}: run "
+              ".venv/bin/python benchmarks/report.py", file=sys.stderr)
+        return 1
+    page.write_text(wanted, encoding="utf-8")
+    print(f"{page.name}: Spark section rewritten from {args.results}")
+    return 0
+
+
 def draw_scaling(document: Mapping[str, Any], results: Path) -> Path:
     """Write ``scaling.png`` into ``results`` (needs matplotlib: the ``docs`` extra).
 
@@ -1395,12 +1651,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                         f"{RESULTS.relative_to(ROOT)})")
     parser.add_argument("--page", type=Path, default=PAGE,
                         help=f"the page to rewrite or check (default {PAGE.relative_to(ROOT)})")
+    parser.add_argument("--spark-page", type=Path, default=SPARK_PAGE,
+                        help=f"the page holding the Spark section, rewritten or checked when "
+                        f"the results hold {SPARK}.json (default {SPARK_PAGE.relative_to(ROOT)})")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true",
                       help="exit 1 when the page differs from what the JSON gives")
     mode.add_argument("--stdout", action="store_true",
                       help="print the section; write nothing")
     args = parser.parse_args(argv)
+    status = performance_page(args)
+    return max(status, spark_page(args))
+
+
+def performance_page(args: argparse.Namespace) -> int:
+    """docs/performance.md's generated parts (``--page``), from ``--results``: rewritten, or
+    compared with ``--check``, or printed with ``--stdout``; 0, 1 (differs) or 2 (error)."""
     try:
         scaling = load_scaling(args.results)
         section = render(load(args.results), source_name(args.results), scaling)

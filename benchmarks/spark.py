@@ -1,14 +1,15 @@
 """jobwire.spark at scale (issue 11): Spark against one plain Python process doing the same work,
 on a real ``beanstalkd`` and on files, in one run.
 
-    scripts/bench spark                    # the full run (7 minutes on 2 idle cores, 15 loaded)
-    scripts/bench spark --quick            # a smoke run with small counts (2-3 minutes)
-    .venv/bin/python benchmarks/spark.py --scenarios write --rows 200000
+    scripts/bench spark                    # the full run: 5 interleaved runs per row (about 12
+                                           # minutes on 2 idle cores; at most 20)
+    scripts/bench spark --quick            # small counts, 3 runs per row (results/quick/)
+    .venv/bin/python benchmarks/spark.py --scenarios write --rows 200000 --runs 3
     .venv/bin/python benchmarks/spark.py --json /tmp/s.json    # default results/spark.json
 
 Scenarios (Spark: one ``local[2]`` session, quiet, on loopback, workers on this interpreter):
 
-* ``write``: N rows (1,000,000; quick 100,000) with bodies of 64-100 bytes
+* ``write``: N rows (500,000; quick 50,000) with bodies of 64-100 bytes
   (``<id, 10 digits>:`` and 53-89 ``x``), made by ``spark.range`` in ``--partitions``
   partitions, written with ``df.write.format("beanstalk")`` (window 256, one connection per
   task), timed from the call to its return; the jobs are counted with ``stats-tube``. Against:
@@ -20,7 +21,7 @@ Scenarios (Spark: one ``local[2]`` session, quiet, on loopback, workers on this 
   to Arrow and over to the Python workers), one that also turns every row into a ``Put`` and
   encodes it with jobwire's own row code (+ jobwire's per-row work before the socket); the
   beanstalk write adds the pipelined socket I/O, the replies and beanstalkd itself.
-* ``stream``: a tube pre-filled with M jobs (200,000; quick 20,000) read by
+* ``stream``: a tube pre-filled with M jobs (100,000; quick 10,000) read by
   ``spark.readStream.format("beanstalk")`` (trigger: as fast as possible; ``foreachBatch``
   counts each batch's rows) until ``stats-tube`` shows all M deleted, for each
   ``maxJobsPerBatch`` of ``--max-jobs-per-batch`` (1000, the option's default; 5000; 20000);
@@ -28,27 +29,34 @@ Scenarios (Spark: one ``local[2]`` session, quiet, on loopback, workers on this 
   ``reserve-with-timeout 0`` per call, then their deletes). Spark pays a fixed cost per
   micro-batch (planning, the driver's Python reader, a job for ``foreachBatch``), so larger
   batches go faster; but the stream holds a whole batch reserved on one connection, and
-  beanstalkd's CPU per reserve grows with the jobs a connection holds (measured here: about
-  0.01 ms per job at 1,000 held, 0.13 ms at 20,000), which caps what large batches gain.
-* ``metrics``: E synthetic job lifecycle events (10,000,000; quick 1,000,000) in JSON lines
+  beanstalkd's CPU per reserve grows with the jobs a connection holds, which caps what large
+  batches gain.
+* ``metrics``: E synthetic job lifecycle events (4,000,000; quick 400,000) in JSON lines
   written by ``jobwire.events.EventSink`` (the real writer, 64 MiB files): four systems, nine
   queues, puts over two months, with waits and runs from milliseconds to 45 days so every
   histogram resolution is hit, failures, releases, retries, burials and lost jobs.
   ``job_metrics(spark, dir).collect()`` is timed against a pure-Python single pass over the
   same files in a fresh process (``json.loads`` per line, per-job bookkeeping, Welford per
   (system, queue, day, kind), qless's 148-bucket histogram via ``qless_client._scripts``
-  ``bucket_of``), whose peak RSS is reported. The two results are checked to agree: every
-  count exactly, means and variances to 1e-9 relative. The single pass needs the events in
-  time order, which one sink writing as things happen gives (file order, then line order);
-  Spark does not (it sorts each job's events).
+  ``bucket_of``), whose peak RSS is reported; and reading alone: ``read_events`` with an
+  aggregate against a fresh process's ``json.loads`` of every line. The two results are
+  checked to agree: every count exactly, means and variances to 1e-9 relative. The single
+  pass needs the events in time order, which one sink writing as things happen gives (file
+  order, then line order); Spark does not (it sorts each job's events).
 
 How it measures: wall time with ``time.perf_counter``. CPU: ``time.process_time`` of this
-process for the plain-Python rows; for Spark rows, the CPU of this process and of every process
-under it that is alive at the end (the JVM and Spark's Python workers, which Spark reuses, from
-``/proc``), the server's apart. Each Spark measurement follows an untimed warm-up of the same
-kind (the JVM compiles its hot code during the first runs). The box this was written on is a
-loaded 2-core VM shared with other jobs: wall times move from run to run, CPU seconds less.
-``--repeats`` (1) timed runs per row; the table shows the best and the median.
+process (or of the fresh process) for the plain-Python rows; for Spark rows, the CPU of this
+process and of every process under it that is alive at the end (the JVM and Spark's Python
+workers, which Spark reuses, from ``/proc``), the server's apart. Each kind of Spark
+measurement follows an untimed warm-up of the same kind (the JVM compiles its hot code during
+the first runs). Each row is timed ``--runs`` times (5; 3 with ``--quick``), interleaved
+within its scenario (``_harness.Bench``: run 1 of every row, then run 2, ...), so drift on a
+shared machine spreads over all rows alike; each figure is the median of the runs with the
+lowest and highest, and a figure whose runs spread by more than 20% of its median is marked
+unstable, with why (``report.summarize``, from the load average and the other processes'
+share of the CPU recorded with every run). Ratios are ratios of medians. Nothing is pinned:
+``local[2]`` uses both CPUs. ``benchmarks/report.py`` writes docs/spark.md's table from the
+JSON.
 
 When a streaming query stops, PySpark's Python stream reader process may print a
 ``ConnectionResetError`` traceback (the JVM closed its socket first): it is harmless.
@@ -61,61 +69,70 @@ import concurrent.futures
 import contextlib
 import datetime
 import heapq
-import importlib.metadata
 import json
 import math
 import multiprocessing
 import os
-import platform
 import random
 import shutil
 import signal
-import socket
-import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import report  # this folder
 from _harness import (
     HOST,
-    die_with_parent,
+    ROOT,
+    Bench,
+    Process,
+    Result,
+    Sample,
+    arguments,
+    choose,
+    environment,
     find_binary,
     free_port,
-    proc_cpu,
+    machine_busy,
+    machine_during,
+    print_result,
     proc_stat,
-    stop_process,
+    server_version,
+    spawn,
     terminate,
+    write_document,
 )
+from _harness import Spec as _Spec
 
-ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from beanstalk_client import (  # noqa: E402
+from beanstalk_client import (
     Client,
     Delete,
     Put,
     Reserved,
     ReserveWithTimeout,
 )
-from jobwire.events import EventSink  # noqa: E402
-from qless_client._scripts import BUCKETS, bucket_of  # noqa: E402
+from jobwire.events import EventSink
+from qless_client._scripts import BUCKETS, bucket_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-DEFAULT_JSON = ROOT / "benchmarks" / "results" / "spark.json"
+PROTOCOL = "spark"
 TUBE = "bench"
 PRI, DELAY, TTR = 1024, 0, 60  #: the put arguments of both sides (the sink's defaults)
 WINDOW = 256  #: puts in flight: the sink's default and put_many's
 MAX_JOB_SIZE = 1024  #: beanstalkd -z: bodies here are at most 100 bytes
 DEFAULT_MAX_JOBS = 1000  #: the stream's default maxJobsPerBatch
+#: The full run's sizes (``--quick``: a tenth): 5 interleaved runs of every row take about
+#: 12 minutes on 2 idle cores (20 at most), event generation and warm-ups included.
+ROWS, JOBS, EVENTS = 500_000, 100_000, 4_000_000
 DAY = 86400
 EPOCH_DATE = datetime.date(1970, 1, 1)
 BUCKET_INDEX = {name: i for i, name in enumerate(BUCKETS)}
@@ -127,6 +144,18 @@ SCENARIOS = {
     "stream": "Spark streaming read (reserve, delete on commit) vs a reserve+delete loop",
     "metrics": "job_metrics on synthetic events vs a pure-Python single pass",
 }
+STATISTIC = (
+    "median of the interleaved timed runs (round-robin over the rows of a scenario; every "
+    "beanstalk run on a fresh beanstalkd), with the lowest and highest run: items (rows, jobs, "
+    "events) per second, client CPU µs per item (Spark rows: the process tree, the JVM and "
+    "Spark's Python workers; plain-Python rows: that process) and server CPU µs per item "
+    f"(/proc); ratios are ratios of medians; a figure whose runs spread by more than "
+    f"{report.UNSTABLE:.0%} of its median ((max - min) / median) is unstable"
+)
+
+#: One timed run of a row: the script's own measurement, returning its sample.
+Measure = Callable[[], Sample]
+Spec = _Spec[Measure]
 
 
 def body_of(i: int) -> bytes:
@@ -137,57 +166,23 @@ def body_of(i: int) -> bytes:
 # -- beanstalkd --------------------------------------------------------------------------------
 
 
-@dataclass
-class Server:
-    proc: subprocess.Popen[bytes]
-    port: int
-
-    @property
-    def url(self) -> str:
-        return f"beanstalk://{HOST}:{self.port}"
-
-    def cpu_seconds(self) -> float | None:
-        return proc_cpu(self.proc.pid)
-
-    def stop(self) -> None:
-        stop_process(self.proc)
-
-
-def start_server() -> Server:
-    """A fresh ``beanstalkd`` on a free loopback port, accepting connections."""
-    port = free_port()
-    single = sys.platform == "linux" and threading.active_count() == 1
-    proc = subprocess.Popen(
-        [find_binary("beanstalkd"), "-l", HOST, "-p", str(port), "-z", str(MAX_JOB_SIZE)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        preexec_fn=die_with_parent if single else None,
-    )
-    server = Server(proc, port)
-    deadline = time.monotonic() + 15
-    while True:
-        if proc.poll() is not None:
-            err = proc.stderr.read() if proc.stderr else b""
-            raise RuntimeError(f"beanstalkd exited with {proc.returncode}: {err!r}")
-        try:
-            socket.create_connection((HOST, port), timeout=1).close()
-            return server
-        except OSError:
-            if time.monotonic() > deadline:
-                server.stop()
-                raise RuntimeError(f"beanstalkd did not listen on {HOST}:{port}") from None
-            time.sleep(0.02)
+def url(server: Process) -> str:
+    return f"beanstalk://{HOST}:{server.port}"
 
 
 @contextlib.contextmanager
-def running() -> Iterator[Server]:
-    server = start_server()
+def running() -> Iterator[Process]:
+    """A fresh ``beanstalkd`` on a free loopback port, stopped afterwards."""
+    port = free_port()
+    server = spawn("beanstalkd", [find_binary("beanstalkd"), "-l", HOST, "-p", str(port), "-z",
+                                  str(MAX_JOB_SIZE)], port)
     try:
         yield server
     finally:
         server.stop()
 
 
-def tube_stats(server: Server | Client) -> dict[str, Any]:
+def tube_stats(server: Process | Client) -> dict[str, Any]:
     """``stats-tube`` of TUBE (on a new connection to ``server``, or on a client)."""
     if isinstance(server, Client):
         return dict(server.stats_tube(TUBE))
@@ -195,7 +190,7 @@ def tube_stats(server: Server | Client) -> dict[str, Any]:
         return dict(client.stats_tube(TUBE))
 
 
-def prefill(server: Server, n: int) -> None:
+def prefill(server: Process, n: int) -> None:
     """Put ``n`` jobs into TUBE with put_many (untimed)."""
     with Client(HOST, server.port, timeout=60) as client:
         client.use(TUBE)
@@ -252,15 +247,17 @@ def cpu_used(before: dict[tuple[int, bytes], float],
 
 class Clock:
     """Wall time, CPU of the process tree (``spark=True``) or of this process, and the
-    server's, over one timed window."""
+    server's, over one timed window, and what the machine was doing meanwhile
+    (``_harness.machine_during``: load average, the other processes' share of the CPU)."""
 
-    def __init__(self, server: Server | None = None, *, spark: bool) -> None:
+    def __init__(self, server: Process | None = None, *, spark: bool) -> None:
         self.server = server
         self.spark = spark
         self.wall = self.cpu = 0.0
         self.server_cpu: float | None = None
         self.started = 0.0  #: ``time.perf_counter()`` at the start
         self.stopped = False
+        self.machine: dict[str, Any] = {}
 
     def _cpu(self) -> dict[tuple[int, bytes], float]:
         if self.spark:
@@ -271,6 +268,7 @@ class Clock:
         return None if self.server is None else self.server.cpu_seconds()
 
     def __enter__(self) -> Clock:
+        self._busy0 = machine_busy()
         self._srv0 = self._srv()
         self._cpu0 = self._cpu()
         self.started = time.perf_counter()
@@ -286,81 +284,15 @@ class Clock:
         end = self._srv()
         if self._srv0 is not None and end is not None:
             self.server_cpu = end - self._srv0
+        self.machine = machine_during(self._busy0, self.cpu + (self.server_cpu or 0.0),
+                                      self.wall, self.server)
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-
-# -- results -----------------------------------------------------------------------------------
-
-
-@dataclass
-class Sample:
-    n: int  #: rows, jobs or events
-    seconds: float
-    cpu: float  #: client-side CPU seconds (the Spark process tree, or this process)
-    server_cpu: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def rate(self) -> float:
-        return self.n / self.seconds if self.seconds > 0 else float("inf")
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "n": self.n, "seconds": round(self.seconds, 4), "per_s": round(self.rate, 1),
-            "cpu_s": round(self.cpu, 3),
-            "server_cpu_s": None if self.server_cpu is None else round(self.server_cpu, 3),
-            **self.extra,
-        }
-
-
-@dataclass
-class Row:
-    """Every timed run of one thing."""
-
-    scenario: str
-    key: str
-    label: str
-    samples: list[Sample] = field(default_factory=list)
-
-    @property
-    def best(self) -> Sample:
-        return min(self.samples, key=lambda s: s.seconds)
-
-    @property
-    def median_seconds(self) -> float:
-        return statistics.median(s.seconds for s in self.samples)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "scenario": self.scenario, "key": self.key, "label": self.label,
-            "n": self.best.n, "best_seconds": round(self.best.seconds, 4),
-            "median_seconds": round(self.median_seconds, 4),
-            "best_per_s": round(self.best.rate, 1),
-            "samples": [s.to_json() for s in self.samples],
-        }
-
-
-class Results:
-    def __init__(self) -> None:
-        self.rows: dict[tuple[str, str], Row] = {}
-        self.order: list[Row] = []
-        self.notes: dict[str, Any] = {}
-
-    def add(self, scenario: str, key: str, label: str, sample: Sample) -> None:
-        row = self.rows.get((scenario, key))
-        if row is None:
-            row = self.rows[(scenario, key)] = Row(scenario, key, label)
-            self.order.append(row)
-        row.samples.append(sample)
-        s = sample
-        server = "" if s.server_cpu is None else f", server CPU {s.server_cpu:.2f} s"
-        print(f"  {label:<58} {s.n:>10,} in {s.seconds:8.2f} s  {s.rate:>11,.0f}/s  "
-              f"(CPU {s.cpu:.2f} s{server})", flush=True)
-
-    def get(self, scenario: str, key: str) -> Row | None:
-        return self.rows.get((scenario, key))
+    def sample(self, n: int, **extra: float) -> Sample:
+        """The window as one timed run of ``n`` items."""
+        return Sample(n, self.wall, self.cpu, self.server_cpu, dict(extra), dict(self.machine))
 
 
 # -- Spark -------------------------------------------------------------------------------------
@@ -443,16 +375,16 @@ def spark_write(spark: SparkSession, n: int, partitions: int, fmt: str) -> Sampl
     if fmt != "beanstalk":
         with Clock(spark=True) as clock:
             df.write.format(fmt).mode("append").save()
-        return Sample(n, clock.wall, clock.cpu)
+        return clock.sample(n)
     with running() as server:
         with Clock(server, spark=True) as clock:
-            (df.write.format("beanstalk").option("url", server.url).option("tube", TUBE)
+            (df.write.format("beanstalk").option("url", url(server)).option("tube", TUBE)
              .option("priority", str(PRI)).option("ttr", str(TTR)).mode("append").save())
         stats = tube_stats(server)
     if stats["current-jobs-ready"] != n or stats["total-jobs"] != n:
         raise RuntimeError(f"Spark wrote {n} rows; stats-tube says {stats['total-jobs']} jobs, "
                            f"{stats['current-jobs-ready']} ready")
-    return Sample(n, clock.wall, clock.cpu, clock.server_cpu, {"jobs_counted": n})
+    return clock.sample(n, jobs_counted=n)
 
 
 def put_many_write(n: int) -> Sample:
@@ -465,7 +397,7 @@ def put_many_write(n: int) -> Sample:
         stats = tube_stats(server)
     if len(ids) != n or stats["current-jobs-ready"] != n:
         raise RuntimeError(f"put_many: {len(ids)} ids, {stats['current-jobs-ready']} ready")
-    return Sample(n, clock.wall, clock.cpu, clock.server_cpu, {"jobs_counted": n})
+    return clock.sample(n, jobs_counted=n)
 
 
 def check_bodies(spark: SparkSession, n: int, partitions: int) -> None:
@@ -481,7 +413,29 @@ def check_bodies(spark: SparkSession, n: int, partitions: int) -> None:
         raise RuntimeError(f"Spark's bodies differ from put_many's: {got} != {want}")
 
 
-def run_write(spark: SparkSession, args: argparse.Namespace, results: Results) -> None:
+def write_plan(spark: SparkSession, n: int, p: int) -> list[Spec]:
+    """The write scenario's rows, in the order each round runs them."""
+    base = ("write", "put_many")
+
+    def write(fmt: str, rows: int = n) -> Measure:
+        return lambda: spark_write(spark, rows, p, fmt)
+
+    return [
+        Spec("spark-overhead", "Spark beanstalk write of 10 rows (fixed cost)",
+             write("beanstalk", 10), 10),
+        Spec("spark-noop", 'Spark write to format("noop")', write("noop"), n),
+        Spec("spark-arrow", "Spark write to a Python sink counting Arrow rows",
+             write("bench_arrow"), n),
+        Spec("spark-puts", "... that also makes and encodes each row's Put", write("bench_puts"),
+             n),
+        Spec("spark", 'Spark df.write.format("beanstalk")', write("beanstalk"), n,
+             baseline=base),
+        Spec("put_many", "one process: Client.put_many", lambda: put_many_write(n), n),
+    ]
+
+
+def run_write(spark: SparkSession, args: argparse.Namespace, bench: Bench[Measure],
+              keep: Callable[[list[Spec]], list[Spec]]) -> list[Result]:
     n, p = args.rows, args.partitions
     print(f"## write: {n:,} rows of 64-100 B, {p} partitions, local[2], window {WINDOW}",
           flush=True)
@@ -490,20 +444,7 @@ def run_write(spark: SparkSession, args: argparse.Namespace, results: Results) -
     for fmt in ("noop", "bench_arrow", "bench_puts", "beanstalk"):
         spark_write(spark, min(n, 20_000), p, fmt)
     put_many_write(min(n, 20_000))
-    for _ in range(args.repeats):
-        for _ in range(3):
-            results.add("write", "spark-overhead", "Spark beanstalk write of 10 rows (fixed cost)",
-                        spark_write(spark, 10, p, "beanstalk"))
-        results.add("write", "spark-noop", 'Spark write to format("noop")',
-                    spark_write(spark, n, p, "noop"))
-        results.add("write", "spark-arrow", "Spark write to a Python sink counting Arrow rows",
-                    spark_write(spark, n, p, "bench_arrow"))
-        results.add("write", "spark-puts", "... that also makes and encodes each row's Put",
-                    spark_write(spark, n, p, "bench_puts"))
-        results.add("write", "spark", 'Spark df.write.format("beanstalk")',
-                    spark_write(spark, n, p, "beanstalk"))
-        results.add("write", "put_many", "one process: Client.put_many",
-                    put_many_write(n))
+    return run_rows(bench, "write", keep(write_plan(spark, n, p)))
 
 
 # -- scenario 2: stream ------------------------------------------------------------------------
@@ -519,7 +460,7 @@ def spark_stream(spark: SparkSession, m: int, max_jobs: int, scratch: Path) -> S
     with running() as server:
         prefill(server, m)
         checkpoint = scratch / f"checkpoint-{uuid.uuid4().hex[:8]}"
-        reader = (spark.readStream.format("beanstalk").option("url", server.url)
+        reader = (spark.readStream.format("beanstalk").option("url", url(server))
                   .option("tube", TUBE).option("maxJobsPerBatch", str(max_jobs)))
         deadline = time.monotonic() + max(120.0, m / 200)
         with Clock(server, spark=True) as clock:
@@ -548,15 +489,15 @@ def spark_stream(spark: SparkSession, m: int, max_jobs: int, scratch: Path) -> S
         raise RuntimeError(f"stream: {rows} rows of {m}; {stats['current-jobs-ready']} ready, "
                            f"{stats['current-jobs-reserved']} reserved")
     data = [(t, c) for t, c in batches if c]
-    extra: dict[str, Any] = {"batches_with_rows": len(data), "batches": len(batches),
-                             "max_jobs_per_batch": max_jobs,
-                             "stop_s_untimed": round(stop_s, 3)}
+    extra: dict[str, float] = {"batches_with_rows": len(data), "batches": len(batches),
+                               "max_jobs_per_batch": max_jobs,
+                               "stop_s_untimed": round(stop_s, 3)}
     if data:
         extra["first_batch_s"] = round(data[0][0] - clock.started, 3)
         if len(data) > 1:
             steady = sum(c for _, c in data[1:]) / (data[-1][0] - data[0][0])
             extra["steady_jobs_per_s"] = round(steady, 1)
-    return Sample(m, clock.wall, clock.cpu, clock.server_cpu, extra)
+    return clock.sample(m, **extra)
 
 
 def python_drain(m: int) -> Sample:
@@ -577,23 +518,31 @@ def python_drain(m: int) -> Sample:
             stats = tube_stats(client)  # (the tube goes when its last watcher leaves)
     if stats["cmd-delete"] != m or stats["current-jobs-ready"]:
         raise RuntimeError(f"drain: {stats['cmd-delete']} deleted of {m}")
-    return Sample(m, clock.wall, clock.cpu, clock.server_cpu)
+    return clock.sample(m)
+
+
+def stream_plan(spark: SparkSession, m: int, sizes: Sequence[int], scratch: Path
+                ) -> list[Spec]:
+    """The stream scenario's rows, in the order each round runs them."""
+    base = ("stream", "python")
+
+    def stream(size: int) -> Measure:
+        return lambda: spark_stream(spark, m, size, scratch)
+
+    return [*(Spec(f"spark-{size}", f"Spark readStream, maxJobsPerBatch={size}", stream(size),
+                   m, baseline=base) for size in sizes),
+            Spec("python", "one process: reserve+delete, call_many x1024",
+                 lambda: python_drain(m), m)]
 
 
 def run_stream(spark: SparkSession, args: argparse.Namespace, scratch: Path,
-               results: Results) -> None:
+               bench: Bench[Measure], keep: Callable[[list[Spec]], list[Spec]]) -> list[Result]:
     m = args.jobs
     sizes = args.batch_sizes
     print(f"## stream: {m:,} pre-filled jobs, maxJobsPerBatch {' and '.join(map(str, sizes))}",
           flush=True)
-    spark_stream(spark, min(m, 5_000), max(sizes), scratch)  # warm-up
-    for _ in range(args.repeats):
-        for size in sizes:
-            results.add("stream", f"spark-{size}",
-                        f"Spark readStream, maxJobsPerBatch={size}",
-                        spark_stream(spark, m, size, scratch))
-        results.add("stream", "python", "one process: reserve+delete, call_many x1024",
-                    python_drain(m))
+    spark_stream(spark, min(m, 5_000), max(sizes), scratch)  # warm-up (untimed)
+    return run_rows(bench, "stream", keep(stream_plan(spark, m, sizes, scratch)))
 
 
 # -- scenario 3: metrics -----------------------------------------------------------------------
@@ -848,26 +797,44 @@ def _status_kib(field: str) -> int:
     return 0
 
 
-def python_metrics_child(files: Sequence[str]) -> dict[str, Any]:
-    """In a fresh process: a parse-only pass (``json.loads`` of every line), then the metrics
-    pass; times, CPU, RSS before and peak RSS, and the metrics."""
+def python_parse_child(files: Sequence[str]) -> dict[str, Any]:
+    """In a fresh process: ``json.loads`` of every line of ``files``; its time, CPU and the
+    lines read."""
     loads = json.loads
-    start_rss = _status_kib("VmRSS")
+    lines = 0
     began, cpu = time.perf_counter(), time.process_time()
     for path in files:
         with open(path, "rb") as f:
             for line in f:
                 loads(line)
-    parse_s, parse_cpu = time.perf_counter() - began, time.process_time() - cpu
+                lines += 1
+    return {"seconds": time.perf_counter() - began, "cpu_s": time.process_time() - cpu,
+            "lines": lines}
+
+
+def python_metrics_child(files: Sequence[str]) -> dict[str, Any]:
+    """In a fresh process: the metrics pass; its time, CPU, RSS before and peak RSS, and the
+    metrics."""
+    start_rss = _status_kib("VmRSS")
     began, cpu = time.perf_counter(), time.process_time()
     stats, lines, tracked = python_metrics(files)
     seconds, cpu_s = time.perf_counter() - began, time.process_time() - cpu
     return {
-        "parse_s": parse_s, "parse_cpu_s": parse_cpu, "seconds": seconds, "cpu_s": cpu_s,
-        "lines": lines, "jobs_tracked": tracked, "start_rss_kib": start_rss,
-        "peak_rss_kib": _status_kib("VmHWM"),
-        "stats": stats,
+        "seconds": seconds, "cpu_s": cpu_s, "lines": lines, "jobs_tracked": tracked,
+        "start_rss_kib": start_rss, "peak_rss_kib": _status_kib("VmHWM"), "stats": stats,
     }
+
+
+def in_fresh_process(child: Callable[[Sequence[str]], dict[str, Any]], files: Sequence[str]
+                     ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``child(files)`` in a fresh (spawned) process, so that its peak RSS is its own: what it
+    returns, and what the machine was doing meanwhile (the child measures its own time)."""
+    context = multiprocessing.get_context("spawn")
+    # (the child is under this process until the pool's end, after the clock's)
+    with (concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool,
+          Clock(spark=True) as clock):
+        out = pool.submit(child, files).result()
+    return out, clock.machine
 
 
 def compare(spark_rows: Sequence[Any], python: dict[tuple[str, str, int], Stats]
@@ -922,8 +889,51 @@ def read_summary(spark: SparkSession, directory: Path) -> int:
     return int(row["n"])
 
 
+def metrics_plan(spark: SparkSession, directory: Path, files: Sequence[str], n: int,
+                 last: dict[str, Any]) -> list[Spec]:
+    """The metrics scenario's rows, in the order each round runs them; ``last`` keeps the
+    latest Spark rows and pure-Python stats, to check that they agree."""
+
+    def spark_read() -> Sample:
+        with Clock(spark=True) as clock:
+            kept = read_summary(spark, directory)
+        return clock.sample(kept)
+
+    def spark_metrics() -> Sample:
+        from jobwire.spark.metrics import job_metrics
+
+        with Clock(spark=True) as clock:
+            rows = job_metrics(spark, directory).collect()
+        last["spark"] = rows
+        return clock.sample(n, rows=len(rows))
+
+    def python_parse() -> Sample:
+        out, machine = in_fresh_process(python_parse_child, files)
+        return Sample(out["lines"], out["seconds"], out["cpu_s"], None, {}, machine)
+
+    def python_pass() -> Sample:
+        out, machine = in_fresh_process(python_metrics_child, files)
+        last["python"] = out
+        return Sample(out["lines"], out["seconds"], out["cpu_s"], None, {
+            "peak_rss_mib": round(out["peak_rss_kib"] / 1024, 1),
+            "start_rss_mib": round(out["start_rss_kib"] / 1024, 1),
+            "jobs_tracked": out["jobs_tracked"]}, machine)
+
+    return [
+        Spec("spark-read", "Spark read_events: read, parse, filter (agg)", spark_read, n,
+             baseline=("metrics", "python-parse")),
+        Spec("spark", "Spark job_metrics(...).collect()", spark_metrics, n,
+             baseline=("metrics", "python")),
+        Spec("python-parse", "one process: json.loads of every line only", python_parse, n),
+        Spec("python", "one process: the same metrics in one pass", python_pass, n),
+    ]
+
+
 def run_metrics(spark: SparkSession, args: argparse.Namespace, scratch: Path,
-                results: Results) -> None:
+                bench: Bench[Measure], keep: Callable[[list[Spec]], list[Spec]]
+                ) -> tuple[list[Result], dict[str, Any]]:
+    """The metrics rows, and what the page says beside them: how the events were made and
+    whether Spark and the pure-Python pass agree (their last runs)."""
     from jobwire.spark.metrics import job_metrics
 
     total = args.events
@@ -939,6 +949,11 @@ def run_metrics(spark: SparkSession, args: argparse.Namespace, scratch: Path,
               f"{generated['files']} files ({generated['bytes'] / 2**20:,.0f} MiB) with "
               f"EventSink in {generated['seconds']:.0f} s (untimed)", flush=True)
     files = [str(f) for f in event_files(directory)]
+    if "reused" in generated:
+        total = 0
+        for path in files:
+            with open(path, "rb") as f:
+                total += sum(1 for _ in f)
     spark.conf.set("spark.sql.shuffle.partitions", str(args.shuffle_partitions))
     # Warm-up (untimed): both Spark jobs on the first 200,000 events, so that the JVM has
     # compiled the JSON reader's and the pipeline's code paths (the very first run is often
@@ -950,162 +965,67 @@ def run_metrics(spark: SparkSession, args: argparse.Namespace, scratch: Path,
     read_summary(spark, warm)
     job_metrics(spark, warm).collect()
     shutil.rmtree(warm, ignore_errors=True)
-    python: dict[str, Any] = {}
-    spark_rows: list[Any] = []
-    for _ in range(args.repeats):
-        with Clock(spark=True) as clock:
-            counted = read_summary(spark, directory)
-        results.add("metrics", "spark-read", "Spark read_events: read, parse, filter (agg)",
-                    Sample(int(counted), clock.wall, clock.cpu))
-        with Clock(spark=True) as clock:
-            spark_rows = job_metrics(spark, directory).collect()
-        results.add("metrics", "spark", "Spark job_metrics(...).collect()",
-                    Sample(total if "reused" not in generated else int(counted),
-                           clock.wall, clock.cpu, None, {"rows": len(spark_rows)}))
-        context = multiprocessing.get_context("spawn")
-        with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
-            python = pool.submit(python_metrics_child, files).result()
-        lines = python["lines"]
-        results.add("metrics", "python-parse", "one process: json.loads of every line only",
-                    Sample(lines, python["parse_s"], python["parse_cpu_s"]))
-        results.add("metrics", "python", "one process: the same metrics in one pass",
-                    Sample(lines, python["seconds"], python["cpu_s"], None, {
-                        "peak_rss_mib": round(python["peak_rss_kib"] / 1024, 1),
-                        "start_rss_mib": round(python["start_rss_kib"] / 1024, 1),
-                        "jobs_tracked": python["jobs_tracked"]}))
-    check = compare(spark_rows, python["stats"])
-    results.notes["metrics"] = {
-        "events": generated, "check": check,
-        "peak_rss_mib": round(python["peak_rss_kib"] / 1024, 1),
-        "start_rss_mib": round(python["start_rss_kib"] / 1024, 1),
-        "jobs_tracked": python["jobs_tracked"],
-    }
-    print(f"  check: {'the two agree' if check['agree'] else 'THEY DISAGREE'} on "
-          f"{check['rows']} (system, queue, day) rows, {check['durations']:,} durations; "
-          f"max relative difference: mean {check['max_rel_diff_mean']:.1e}, variance "
-          f"{check['max_rel_diff_variance']:.1e}", flush=True)
-    for problem in check["problems"]:
-        print(f"    {problem}")
+    last: dict[str, Any] = {}
+    out = run_rows(bench, "metrics", keep(metrics_plan(spark, directory, files, total, last)))
+    notes: dict[str, Any] = {"events": generated}
+    if "spark" in last and "python" in last:
+        check = compare(last["spark"], last["python"]["stats"])
+        notes["check"] = check
+        print(f"  check: {'the two agree' if check['agree'] else 'THEY DISAGREE'} on "
+              f"{check['rows']} (system, queue, day) rows, {check['durations']:,} durations; "
+              f"max relative difference: mean {check['max_rel_diff_mean']:.1e}, variance "
+              f"{check['max_rel_diff_variance']:.1e}", flush=True)
+        for problem in check["problems"]:
+            print(f"    {problem}")
     if not args.events_dir:
         shutil.rmtree(directory, ignore_errors=True)
+    return out, notes
 
 
-# -- reporting ---------------------------------------------------------------------------------
+# -- running the rows ----------------------------------------------------------------------------
 
 
-def ratio(results: Results, a: tuple[str, str], b: tuple[str, str]) -> float | None:
-    """How many times faster ``a`` is than ``b`` (best runs, same n)."""
-    x, y = results.get(*a), results.get(*b)
-    if x is None or y is None:
-        return None
-    return (x.best.n / x.best.seconds) / (y.best.n / y.best.seconds)
+def once(spec: Spec) -> Sample:
+    """One timed run of a row (its measurement starts and stops any server), printed."""
+    s = spec.measure()
+    server = "" if s.server_cpu is None else f", server CPU {s.server_cpu:.2f} s"
+    print(f"  {spec.label:<58} {s.n:>10,} in {s.seconds:8.2f} s  {s.ops:>11,.0f}/s  "
+          f"(CPU {s.client_cpu:.2f} s{server})", flush=True)
+    return s
 
 
-def cpu_ratio(results: Results, a: tuple[str, str], b: tuple[str, str]) -> float | None:
-    """How many times ``b``'s CPU per item ``a`` spends (best runs; for Spark, the whole
-    process tree)."""
-    x, y = results.get(*a), results.get(*b)
-    if x is None or y is None or y.best.cpu <= 0:
-        return None
-    return (x.best.cpu / x.best.n) / (y.best.cpu / y.best.n)
-
-
-def breakdown(results: Results) -> list[dict[str, Any]]:
-    """Where a Spark beanstalk write's time goes: each stage's increment over the previous
-    one, in wall time and CPU of the process tree, per row."""
-    stages = [("spark-noop", "the JVM makes the rows (noop)"),
-              ("spark-arrow", "+ rows to Arrow, over to the Python workers"),
-              ("spark-puts", "+ jobwire's row code, Put objects, encoding"),
-              ("spark", "+ pipelined socket I/O, replies, beanstalkd")]
-    overhead = results.get("write", "spark-overhead")
-    out: list[dict[str, Any]] = []
-    if overhead is not None:
-        s = min(overhead.samples, key=lambda x: x.seconds)
-        out.append({"stage": "a Spark job of 10 rows (fixed cost)", "wall_s": s.seconds,
-                    "cpu_s": s.cpu, "wall_us_per_row": None, "cpu_us_per_row": None})
-    previous: Sample | None = None
-    for key, label in stages:
-        row = results.get("write", key)
-        if row is None:
-            continue
-        s = row.best
-        wall = s.seconds - (previous.seconds if previous else 0.0)
-        cpu = s.cpu - (previous.cpu if previous else 0.0)
-        out.append({"stage": label, "wall_s": wall, "cpu_s": cpu,
-                    "wall_us_per_row": wall / s.n * 1e6, "cpu_us_per_row": cpu / s.n * 1e6})
-        previous = s
-    return out
-
-
-def markdown_table(results: Results) -> str:
-    lines = ["| scenario | what | n | best s | median s | per s | CPU s | server CPU s |",
-             "|---|---|--:|--:|--:|--:|--:|--:|"]
-    for row in results.order:
-        s = row.best
-        server = "" if s.server_cpu is None else f"{s.server_cpu:.2f}"
-        lines.append(f"| {row.scenario} | {row.label} | {s.n:,} | {s.seconds:.2f} "
-                     f"| {row.median_seconds:.2f} | {s.rate:,.0f} | {s.cpu:.2f} | {server} |")
-    return "\n".join(lines)
-
-
-def environment() -> dict[str, Any]:
-    def version(dist: str) -> str | None:
-        try:
-            return importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            return None
-
-    cpu_model = "?"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu_model = line.split(":", 1)[1].strip()
-                break
-    try:
-        bs_version = subprocess.run([find_binary("beanstalkd"), "-v"], capture_output=True,
-                                    text=True, timeout=5).stdout.strip()
-    except (OSError, subprocess.SubprocessError, SystemExit):
-        bs_version = "?"
-    try:
-        java = subprocess.run(["java", "-version"], capture_output=True, text=True,
-                              timeout=10).stderr.splitlines()[0]
-    except (OSError, subprocess.SubprocessError, IndexError):
-        java = "?"
-    load: tuple[float, ...] = ()
-    with contextlib.suppress(OSError):
-        load = os.getloadavg()
-    return {
-        "cpu_count": os.cpu_count(), "cpu_model": cpu_model,
-        "load_average_at_start": [round(x, 2) for x in load],
-        "python": platform.python_version(), "platform": platform.platform(),
-        "beanstalkd": bs_version, "java": java,
-        "packages": {d: version(d) for d in ("jobwire", "pyspark", "pyarrow")},
-    }
+def run_rows(bench: Bench[Measure], scenario: str, specs: Sequence[Spec]) -> list[Result]:
+    """Every row of ``scenario`` ``bench.runs`` times, interleaved (``Bench.run_specs``: run 1
+    of every row, then run 2, ...); their results, in the rows' order, printed."""
+    bench.run_specs(scenario, specs)
+    results = [bench.results[(scenario, spec.client)] for spec in specs]
+    print(f"  median (min-max) of {bench.runs} interleaved runs:", flush=True)
+    for result in results:
+        print_result(result)
+    return results
 
 
 # -- main --------------------------------------------------------------------------------------
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description="Benchmark jobwire.spark against one plain Python process: a beanstalk "
-        "write, a streaming read, and the job-metrics pipeline; ratios and where the time "
-        "goes.")
-    parser.add_argument("--quick", action="store_true",
-                        help="a tenth of the counts (100,000 rows, 20,000 jobs, 1,000,000 "
-                        "events): a smoke run of 2-3 minutes")
-    parser.add_argument("--scenarios", default=",".join(SCENARIOS),
-                        help="comma-separated subset of: " + ", ".join(SCENARIOS))
-    parser.add_argument("--rows", type=int, help="write: rows (default 1,000,000)")
+    parser = arguments(
+        PROTOCOL, "Benchmark jobwire.spark against one plain Python process: a beanstalk "
+        "write, a streaming read, and the job-metrics pipeline; ratios of medians and where "
+        "the time goes.", SCENARIOS)
+    parser.add_argument("--rows", type=int, help=f"write: rows (default {ROWS:,}; quick "
+                        f"{ROWS // 10:,})")
     parser.add_argument("--partitions", type=int, default=2,
                         help="write: partitions of the DataFrame = tasks = connections "
                         "(default 2, one per core of local[2])")
-    parser.add_argument("--jobs", type=int, help="stream: pre-filled jobs (default 200,000)")
+    parser.add_argument("--jobs", type=int, help=f"stream: pre-filled jobs (default {JOBS:,}; "
+                        f"quick {JOBS // 10:,})")
     parser.add_argument("--max-jobs-per-batch", default=f"{DEFAULT_MAX_JOBS},5000,20000",
                         metavar="SIZES",
                         help="stream: the maxJobsPerBatch values to run, comma-separated "
                         f"(default {DEFAULT_MAX_JOBS} (the option's default),5000,20000)")
-    parser.add_argument("--events", type=int, help="metrics: events (default 10,000,000)")
+    parser.add_argument("--events", type=int, help=f"metrics: events (default {EVENTS:,}; "
+                        f"quick {EVENTS // 10:,})")
     parser.add_argument("--events-dir",
                         help="metrics: keep the generated events here (kept afterwards); if it "
                         "holds event files already, use them instead of generating")
@@ -1113,17 +1033,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="metrics: spark.sql.shuffle.partitions (default 8)")
     parser.add_argument("--driver-memory", default="3g",
                         help="spark.driver.memory, the local[2] heap (default 3g)")
-    parser.add_argument("--repeats", type=int, default=1,
-                        help="timed runs per row (default 1)")
-    parser.add_argument("--json", "--out", dest="json", type=Path, default=DEFAULT_JSON,
-                        metavar="PATH",
-                        help=f"JSON results file (default {DEFAULT_JSON.relative_to(ROOT)})")
     args = parser.parse_args(argv)
     scale = 10 if args.quick else 1
-    args.rows = args.rows or 1_000_000 // scale
-    args.jobs = args.jobs or 200_000 // scale
-    args.events = args.events or 10_000_000 // scale
-    for name in ("rows", "jobs", "events", "partitions", "shuffle_partitions", "repeats"):
+    args.rows = args.rows or ROWS // scale
+    args.jobs = args.jobs or JOBS // scale
+    args.events = args.events or EVENTS // scale
+    for name in ("rows", "jobs", "events", "partitions", "shuffle_partitions"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
     try:
@@ -1137,108 +1052,56 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
-    unknown = [s for s in scenarios if s not in SCENARIOS]
-    if unknown:
-        print(f"unknown scenario(s): {', '.join(unknown)}; choose from {', '.join(SCENARIOS)}",
-              file=sys.stderr)
-        return 2
+    scenarios, clients, runs, out = choose(args, PROTOCOL, SCENARIOS)
     signal.signal(signal.SIGTERM, terminate)
     wall = time.perf_counter()
-    env = environment()
+    env = environment({"beanstalkd": server_version([find_binary("beanstalkd"), "-v"]),
+                       "java": server_version(["java", "-version"])}, ["pyspark", "pyarrow"])
     print(f"# Spark benchmark{' (quick)' if args.quick else ''}")
-    print(f"{env['cpu_count']} CPUs ({env['cpu_model']}), load average at start "
-          f"{env['load_average_at_start']}, Python {env['python']}, PySpark "
+    print(f"{env['cpu_count']} CPUs ({env['cpu_model']}), Python {env['python']}, PySpark "
           f"{env['packages']['pyspark']}, {env['java']}, {env['beanstalkd']}")
-    print("Spark local[2]; CPU s = the whole process tree (JVM + Python workers) for Spark "
-          "rows, this process for plain-Python rows\n", flush=True)
+    print(f"Spark local[2]; median of {runs} interleaved timed runs per row; CPU s = the whole "
+          "process tree (JVM + Python workers) for Spark rows, this process for plain-Python "
+          "rows\n", flush=True)
+
+    def keep(specs: list[Spec]) -> list[Spec]:
+        return [spec for spec in specs if not clients or spec.client in clients]
+
     scratch = Path(tempfile.mkdtemp(prefix="jobwire-bench-spark-"))
-    results = Results()
+    bench = Bench(runs, once, pin=False)  # local[2] wants both CPUs: nothing is pinned
+    order: list[Result] = []
+    metrics: dict[str, Any] | None = None
     session = None
     try:
         began = time.perf_counter()
         session = spark = spark_session(args.driver_memory, scratch)
         print(f"SparkSession started in {time.perf_counter() - began:.1f} s\n", flush=True)
-        runners: dict[str, Callable[[], None]] = {
-            "write": lambda: run_write(spark, args, results),
-            "stream": lambda: run_stream(spark, args, scratch, results),
-            "metrics": lambda: run_metrics(spark, args, scratch, results),
-        }
         for scenario in scenarios:
-            runners[scenario]()
+            if scenario == "write":
+                order += run_write(spark, args, bench, keep)
+            elif scenario == "stream":
+                order += run_stream(spark, args, scratch, bench, keep)
+            else:
+                rows, metrics = run_metrics(spark, args, scratch, bench, keep)
+                order += rows
     finally:
         if session is not None:
             session.stop()
         shutil.rmtree(scratch, ignore_errors=True)
-
-    pairs = [("write: Spark write / put_many", ("write", "spark"), ("write", "put_many"))]
-    pairs += [(f"stream: Spark maxJobsPerBatch={size} / reserve+delete loop",
-               ("stream", f"spark-{size}"), ("stream", "python")) for size in args.batch_sizes]
-    pairs += [("metrics: Spark job_metrics / pure-Python pass",
-               ("metrics", "spark"), ("metrics", "python")),
-              ("metrics, reading only: Spark read_events / json.loads per line",
-               ("metrics", "spark-read"), ("metrics", "python-parse"))]
-    ratios = {name: (ratio(results, a, b), cpu_ratio(results, a, b)) for name, a, b in pairs}
     elapsed = time.perf_counter() - wall
+    document = write_document(out, PROTOCOL, env, {
+        "statistic": STATISTIC, "quick": args.quick, "runs": runs,
+        "scenarios": {s: SCENARIOS[s] for s in scenarios}, "clients": sorted(clients) or "all",
+        "master": "local[2]", "driver_memory": args.driver_memory,
+        "rows": args.rows, "partitions": args.partitions, "window": WINDOW,
+        "body_bytes": "64-100", "put_args": {"priority": PRI, "delay": DELAY, "ttr": TTR},
+        "jobs": args.jobs, "max_jobs_per_batch": args.batch_sizes,
+        "events": args.events, "shuffle_partitions": args.shuffle_partitions,
+        "wall_time_s": round(elapsed, 1),
+    }, order, metrics=metrics)
     print()
-    print(markdown_table(results))
-    print("\nratios (best runs): speed (> 1: Spark is faster), CPU per item (> 1: Spark "
-          "spends more)")
-    for name, (speed, cpu) in ratios.items():
-        if speed is not None and cpu is not None:
-            print(f"  {name:<62} speed {speed:5.2f}x   CPU {cpu:5.2f}x")
-    stages = breakdown(results)
-    if stages:
-        print("\nwhere a Spark beanstalk write's time goes (increments; CPU of the whole tree)")
-        for stage in stages:
-            per_row = ("" if stage["wall_us_per_row"] is None else
-                       f"  {stage['wall_us_per_row']:6.2f} µs/row wall, "
-                       f"{stage['cpu_us_per_row']:6.2f} µs/row CPU")
-            print(f"  {stage['stage']:<48} {stage['wall_s']:7.2f} s wall {stage['cpu_s']:7.2f} "
-                  f"s CPU{per_row}")
-    if results.get("stream", "python") is not None:
-        print()
-    for size in args.batch_sizes:
-        stream = results.get("stream", f"spark-{size}")
-        if stream is None:
-            continue
-        extra = stream.best.extra
-        steady = extra.get("steady_jobs_per_s")
-        after = "" if steady is None else f", then {steady:,.0f} jobs/s"
-        print(f"stream, maxJobsPerBatch={size}: {extra['batches_with_rows']} batches with rows "
-              f"({extra['batches']} in all); the first after {extra.get('first_batch_s', '?')} "
-              f"s{after}; beanstalkd CPU {stream.best.server_cpu or 0:.2f} s")
-    metrics = results.notes.get("metrics")
-    if metrics is not None:
-        print(f"\nmetrics: pure-Python pass peak RSS {metrics['peak_rss_mib']:,.0f} MiB "
-              f"(RSS {metrics['start_rss_mib']:,.0f} MiB before it; "
-              f"{metrics['jobs_tracked']:,} jobs tracked); Spark and Python "
-              f"{'agree' if metrics['check']['agree'] else 'DISAGREE'}")
+    print("\n".join(report.spark_lines(document, report.source_name(out.parent))))
     print(f"\nwall time {elapsed:.0f} s")
-
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({
-        "environment": env,
-        "config": {
-            "quick": args.quick, "repeats": args.repeats, "scenarios": scenarios,
-            "master": "local[2]", "driver_memory": args.driver_memory,
-            "rows": args.rows, "partitions": args.partitions, "window": WINDOW,
-            "body_bytes": "64-100", "put_args": {"priority": PRI, "delay": DELAY, "ttr": TTR},
-            "jobs": args.jobs,
-            "max_jobs_per_batch": args.batch_sizes,
-            "events": args.events, "shuffle_partitions": args.shuffle_partitions,
-            "statistic": "best of the timed runs (shortest); median also given",
-            "wall_time_s": round(elapsed, 1),
-        },
-        "results": [row.to_json() for row in results.order],
-        "ratios": {name: {"speed": None if speed is None else round(speed, 4),
-                          "cpu_per_item": None if cpu is None else round(cpu, 4)}
-                   for name, (speed, cpu) in ratios.items()},
-        "write_breakdown": [{k: (round(v, 4) if isinstance(v, float) else v)
-                             for k, v in stage.items()} for stage in stages],
-        "metrics": metrics,
-    }, indent=2, ensure_ascii=False, default=str) + "\n")
-    print(f"results written to {args.json}")
     return 0
 
 
