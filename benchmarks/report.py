@@ -754,6 +754,17 @@ def _read_json(path: Path) -> object:
         raise ReportError(f"{path.name}: {exc}") from exc
 
 
+def _recorded(results: Path, name: str) -> tuple[str, object] | None:
+    """The file name and the JSON document of ``<name>.json`` in ``results``, or None: not
+    recorded.
+
+    Raises:
+        ReportError: it cannot be read or is not valid JSON.
+    """
+    path = results / f"{name}.json"
+    return (path.name, _read_json(path)) if path.is_file() else None
+
+
 def _check(document: object, name: str) -> Mapping[str, Any]:
     if not isinstance(document, Mapping):
         raise ReportError(f"{name}: not a JSON object")
@@ -784,11 +795,8 @@ def load(results: Path = RESULTS) -> dict[str, Mapping[str, Any]]:
     """
     documents: dict[str, Mapping[str, Any]] = {}
     for protocol in PROTOCOLS:
-        path = results / f"{protocol}.json"
-        if not path.is_file():
-            continue
-        document = _read_json(path)
-        documents[protocol] = _check(document, path.name)
+        if (found := _recorded(results, protocol)) is not None:
+            documents[protocol] = _check(found[1], found[0])
     return documents
 
 
@@ -1182,11 +1190,8 @@ def load_pool(results: Path = RESULTS) -> Mapping[str, Any] | None:
     Raises:
         ReportError: it is not valid JSON or lacks the benchmark's shape.
     """
-    path = results / f"{POOL}.json"
-    if not path.is_file():
-        return None
-    document = _read_json(path)
-    return _check(document, path.name)
+    found = _recorded(results, POOL)
+    return None if found is None else _check(found[1], found[0])
 
 
 def pool_lines(document: Mapping[str, Any], source: str) -> list[str]:
@@ -1268,19 +1273,18 @@ def load_startup(results: Path = RESULTS) -> Mapping[str, Any] | None:
         ReportError: it is not valid JSON, or has no environment, config, or results each
             with a row name (and, unless failed, a median).
     """
-    path = results / f"{STARTUP}.json"
-    if not path.is_file():
+    if (found := _recorded(results, STARTUP)) is None:
         return None
-    document = _read_json(path)
+    name, document = found
     if not isinstance(document, Mapping) or not all(
             isinstance(document.get(k), kind) for k, kind in
             (("environment", Mapping), ("config", Mapping), ("results", list))):
-        raise ReportError(f"{path.name}: no environment, config or results (run scripts/bench "
+        raise ReportError(f"{name}: no environment, config or results (run scripts/bench "
                           "startup again)")
     for i, row in enumerate(document["results"]):
         if not isinstance(row, Mapping) or not isinstance(row.get("row"), str) or (
                 "error" not in row and not isinstance(row.get("median_reply_s"), (int, float))):
-            raise ReportError(f"{path.name}: results[{i}] has no row name or median")
+            raise ReportError(f"{name}: results[{i}] has no row name or median")
     return document
 
 
@@ -1397,10 +1401,9 @@ def load_spark(results: Path = RESULTS) -> Mapping[str, Any] | None:
     Raises:
         ReportError: it is not valid JSON or lacks the benchmark's shape.
     """
-    path = results / f"{SPARK}.json"
-    if not path.is_file():
+    if (found := _recorded(results, SPARK)) is None:
         return None
-    document = _read_json(path)
+    name, document = found
     if (isinstance(document, Mapping) and isinstance(document.get("config"), Mapping)
             and isinstance(document.get("results"), list)
             and any(isinstance(r, Mapping) and "key" in r and "client" not in r
@@ -1408,8 +1411,8 @@ def load_spark(results: Path = RESULTS) -> Mapping[str, Any] | None:
         try:
             document = upgrade_spark(document)
         except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
-            raise ReportError(f"{path.name}: an older row that cannot be read: {exc!r}") from exc
-    return _check(document, path.name)
+            raise ReportError(f"{name}: an older row that cannot be read: {exc!r}") from exc
+    return _check(document, name)
 
 
 def _sample_median(row: Mapping[str, Any] | None, key: str) -> float | None:
