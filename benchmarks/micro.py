@@ -7,6 +7,7 @@
   with the same arguments, µs of that thread's CPU per event (docs/events.md, "The sink").
 
     .venv/bin/python benchmarks/micro.py                  # 5 runs
+    .venv/bin/python benchmarks/micro.py --quick          # 3 runs (results/quick/micro.json)
     .venv/bin/python benchmarks/micro.py --runs 7 --out /tmp/micro.json
 
 The runs are interleaved (run 1 of every row, then run 2 ...); each figure is the median of the
@@ -32,6 +33,7 @@ from jobwire.events import EventSink
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "micro.json"
 RUNS = 5
+QUICK_RUNS = 3  #: with ``--quick`` (``scripts/bench --check``): the same sizes, fewer runs
 CLASSES = 300  # classes built per run and row
 EVENTS = 40_000  # under half the sink's buffer: its writer thread stays asleep while timed
 
@@ -139,28 +141,36 @@ def figure(document: Mapping[str, Any], row: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=int, default=RUNS, help=f"interleaved runs ({RUNS})")
-    parser.add_argument("--out", type=Path, default=OUT, help="where the JSON goes")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"{QUICK_RUNS} runs of the same sizes; writes to "
+                        "results/quick/micro.json unless --out")
+    parser.add_argument("--runs", type=int, default=None,
+                        help=f"interleaved runs ({RUNS}; {QUICK_RUNS} with --quick)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where the JSON goes (default benchmarks/results/micro.json)")
     args = parser.parse_args(argv)
+    runs = args.runs if args.runs is not None else (QUICK_RUNS if args.quick else RUNS)
+    if runs < 1:
+        parser.error("--runs must be >= 1")
+    out: Path = args.out or (OUT.parent / "quick" / OUT.name if args.quick else OUT)
     from _harness import environment  # this folder (run as a script)
 
     document: dict[str, Any] = {
         "protocol": "micro",
         "environment": environment({}, []),
         "config": {
-            "runs": args.runs, "classes": CLASSES, "events": EVENTS,
+            "runs": runs, "quick": args.quick, "classes": CLASSES, "events": EVENTS,
             "statistic": "median of interleaved runs; the lowest and highest run as the "
                          "spread",
             "unit": "µs of CPU per class (time.process_time) or per event (time.thread_time)",
         },
-        "results": measure(args.runs),
+        "results": measure(runs),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n",
-                        encoding="utf-8")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     for result in document["results"]:
         print(f"{result['label']}: {figure(document, result['row'])} µs")
-    print(f"results written to {args.out}")
+    print(f"results written to {out}")
 
 
 if __name__ == "__main__":

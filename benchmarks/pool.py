@@ -1,8 +1,8 @@
 """Sixteen threads putting to beanstalkd: a ``ClientPool`` (size 4 and 16) against a client per
 thread and against one client behind a lock.
 
-    .venv/bin/python benchmarks/pool.py              # 5 interleaved runs per row (about 2 min)
-    .venv/bin/python benchmarks/pool.py --quick      # 1 run, small counts (results/quick/)
+    .venv/bin/python benchmarks/pool.py              # 7 interleaved runs per row (about 2 min)
+    .venv/bin/python benchmarks/pool.py --quick      # 3 runs of 3,200 puts (results/quick/)
     .venv/bin/python benchmarks/pool.py --runs 9 --clients pool-4,locked
 
 What a web app's producers do: many threads, each putting one job at a time (``put``, one

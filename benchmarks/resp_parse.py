@@ -3,6 +3,7 @@ is installed), in client CPU microseconds per reply. The figures decide whether 
 backend would be worth having (docs/qless.md, "hiredis: measured, not used").
 
     .venv/bin/python benchmarks/resp_parse.py             # 5 runs, about 3 s of CPU
+    .venv/bin/python benchmarks/resp_parse.py --quick     # 3 runs (results/quick/)
     .venv/bin/python benchmarks/resp_parse.py --runs 7 --out /tmp/resp_parse.json
 
 The runs are interleaved: each run times every reply with jobwire's core, then with hiredis.
@@ -27,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "resp_parse.json"
 N = 20_000
 RUNS = 5
+QUICK_RUNS = 3  #: with ``--quick`` (``scripts/bench --check``): the same sizes, fewer runs
 PARSERS = ("jobwire", "hiredis")
 
 
@@ -118,29 +120,37 @@ def table(document: Mapping[str, Any]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=int, default=RUNS, help=f"interleaved runs ({RUNS})")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"{QUICK_RUNS} runs of the same sizes; writes to "
+                        "results/quick/resp_parse.json unless --out")
+    parser.add_argument("--runs", type=int, default=None,
+                        help=f"interleaved runs ({RUNS}; {QUICK_RUNS} with --quick)")
     parser.add_argument("--replies", type=int, default=N,
                         help=f"replies parsed per run and parser ({N:,})")
-    parser.add_argument("--out", type=Path, default=OUT, help="where the JSON goes")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where the JSON goes (default benchmarks/results/resp_parse.json)")
     args = parser.parse_args(argv)
+    runs = args.runs if args.runs is not None else (QUICK_RUNS if args.quick else RUNS)
+    if runs < 1 or args.replies < 1:
+        parser.error("--runs and --replies must be >= 1")
+    out: Path = args.out or (OUT.parent / "quick" / OUT.name if args.quick else OUT)
     from _harness import environment  # this folder (run as a script)
 
     document: dict[str, Any] = {
         "protocol": "resp_parse",
         "environment": environment({}, ["hiredis"]),
         "config": {
-            "runs": args.runs, "replies": args.replies,
+            "runs": runs, "quick": args.quick, "replies": args.replies,
             "statistic": "median of interleaved runs (each run times every reply with each "
                          "parser); the lowest and highest run as the spread",
             "unit": "client CPU µs per reply (time.process_time)",
         },
-        "results": measure(args.runs, args.replies),
+        "results": measure(runs, args.replies),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n",
-                        encoding="utf-8")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(table(document))
-    print(f"results written to {args.out}")
+    print(f"results written to {out}")
 
 
 if __name__ == "__main__":

@@ -234,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
     parser.add_argument("--quick", action="store_true",
                         help="3 runs per row; writes to results/quick/startup.json unless --out")
-    parser.add_argument("--repeats", type=int, default=None,
+    parser.add_argument("--repeats", "--runs", dest="repeats", type=int, default=None,
                         help="interleaved runs per row (default 7; 3 with --quick)")
     parser.add_argument("--compare", type=Path, default=None, metavar="DIR",
                         help="also run the bundled servers from the checkout in DIR (e.g. a "
