@@ -73,7 +73,20 @@ from _harness import (
 from _harness import Process as Server
 from _harness import Spec as _Spec
 
-from beanstalk_client import AsyncClient, Client, Job
+from beanstalk_client import (
+    NEED_DATA,
+    AsyncClient,
+    Client,
+    Connection,
+    Delete,
+    Deleted,
+    Inserted,
+    Job,
+    Put,
+    Reply,
+    Reserve,
+    Reserved,
+)
 from beanstalk_client.worker import AsyncWorker, Worker
 
 PROTOCOL = "beanstalk"
@@ -332,6 +345,43 @@ def put_raw_checked(srv: Server, tube: str, n: int) -> Sample:
         raw.close()
 
 
+def _core_reply(conn: Connection, sock: socket.socket, limit: int = 65536) -> Reply:
+    """Read until ``conn`` (the Sans-IO core, public API) gives the reply to its oldest
+    command: the batch hook first, as jobwire's session asks it, then the line parser."""
+    while True:
+        data = sock.recv(limit)
+        batch = conn.receive_batch(data)
+        if batch is not None:
+            return batch[0]
+        conn.receive_data(data)
+        event = conn.next_event()
+        if event is not NEED_DATA:
+            return event  # type: ignore[no-any-return]
+
+
+def put_core_checked(srv: Server, tube: str, n: int) -> Sample:
+    """What any client of jobwire's design must do per put, and nothing more: build and check
+    the ``Put``, have the core encode it and record it, the stale-reply check, one send, one
+    read, the core's parse. No session, no Pending, no transport, no API layer."""
+    raw = Raw(srv.port)
+    try:
+        raw.use(tube)
+        sock, poll, conn = raw.sock, _poller(raw.sock), Connection()
+
+        def run() -> None:
+            for _ in range(n):
+                data = conn.send(Put(BODY, PRI, DELAY, TTR))
+                if poll(0):
+                    raise RuntimeError("bytes arrived while idle")
+                sock.sendall(data)
+                if type(_core_reply(conn, sock)) is not Inserted:
+                    raise RuntimeError("put not inserted")
+
+        return timed(srv, n, run)
+    finally:
+        raw.close()
+
+
 class _Short(Exception):
     """A reply is not whole yet (raised in place of a blocking read)."""
 
@@ -576,6 +626,35 @@ def rd_raw_checked(srv: Server, tube: str, n: int) -> Sample:
         raw.close()
 
 
+def rd_core_checked(srv: Server, tube: str, n: int) -> Sample:
+    """``put_core_checked`` for reserve + delete."""
+    raw = Raw(srv.port)
+    try:
+        raw.watch_only(tube)
+        sock, poll, conn = raw.sock, _poller(raw.sock), Connection()
+        reserve = Reserve()
+
+        def run() -> None:
+            for _ in range(n):
+                data = conn.send(reserve)
+                if poll(0):
+                    raise RuntimeError("bytes arrived while idle")
+                sock.sendall(data)
+                job = _core_reply(conn, sock)
+                if type(job) is not Reserved:
+                    raise RuntimeError(f"no job: {job!r}")
+                data = conn.send(Delete(job.job_id))
+                if poll(0):
+                    raise RuntimeError("bytes arrived while idle")
+                sock.sendall(data)
+                if type(_core_reply(conn, sock)) is not Deleted:
+                    raise RuntimeError("not deleted")
+
+        return timed(srv, n, run)
+    finally:
+        raw.close()
+
+
 def rd_raw_pipelined(srv: Server, tube: str, n: int) -> Sample:
     raw = Raw(srv.port)
     try:
@@ -730,6 +809,9 @@ def plan(quick: bool) -> dict[str, list[Spec | Reuse[MeasureFn]]]:
             Spec("raw-seq", "raw socket (sequential)", put_raw_sequential, k(25_000)),
             Spec("raw-seq-check", "raw socket + a poll before each send (the stale-reply "
                  "check)", put_raw_checked, k(25_000), baseline=("put", "raw-seq")),
+            Spec("core-check", "jobwire's Sans-IO core alone on that socket (Put, encode, "
+                 "check, send, read, parse)", put_core_checked, k(20_000),
+                 baseline=("put", "greenstalk")),
             Spec("raw-asyncio", "raw socket on asyncio (the loop's floor)", put_raw_asyncio,
                  k(15_000), baseline=("put", "raw-seq")),
         ],
@@ -760,6 +842,9 @@ def plan(quick: bool) -> dict[str, list[Spec | Reuse[MeasureFn]]]:
             Spec("raw-seq", "raw socket (sequential)", rd_raw_sequential, k(12_000), 0),
             Spec("raw-seq-check", "raw socket + a poll before each send (the stale-reply "
                  "check)", rd_raw_checked, k(12_000), 0, baseline=("reserve_delete", "raw-seq")),
+            Spec("core-check", "jobwire's Sans-IO core alone on that socket (commands, encode, "
+                 "check, send, read, parse)", rd_core_checked, k(10_000), 0,
+                 baseline=("reserve_delete", "greenstalk")),
             Spec("raw-asyncio", "raw socket on asyncio (the loop's floor)", rd_raw_asyncio,
                  k(8_000), 0, baseline=("reserve_delete", "raw-seq")),
             rd_pipe,

@@ -378,6 +378,12 @@ def _peer_bound(protocol: str, scenarios: Sequence[tuple[str, str]], peer: str,
                 text += (f": jobwire's own code per call costs {abs(mine - theirs):.1f} µs "
                          f"{more} than {peer_name}'s")
                 text += _check_cost(documents, protocol, scenario, mine - theirs, peer_name)
+                core = _median(documents, protocol, (scenario, "core-check"), "cpu")
+                if core is not None:
+                    text += (f"; jobwire's Sans-IO core alone on a raw socket, with the check "
+                             f"(no session, transport or API layer), {core:.1f} µs/op, "
+                             f"{core / theirs:.2f}x {peer_name}: the layers above it add "
+                             f"{mine - core:+.1f} µs/op")
             out.append(f"{label}{text}")
         return "; ".join(out)
 
