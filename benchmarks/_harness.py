@@ -645,24 +645,44 @@ def markdown_table(results: Sequence[Result]) -> str:
 # -- command line, environment, the document ---------------------------------------------------
 
 
-def arguments(protocol: str, description: str, scenarios: Mapping[str, str]
-              ) -> argparse.ArgumentParser:
-    """The options every benchmark takes."""
+def run_arguments(protocol: str, description: str,
+                  quick: str = "small counts") -> argparse.ArgumentParser:
+    """``--quick``, ``--out`` and ``--runs``: the options every benchmark takes (``quick``
+    says what ``--quick`` changes besides the runs); :func:`runs_and_out` reads them."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true",
-                        help=f"small counts and {QUICK_RUNS} timed runs per row: a smoke run; "
+                        help=f"{quick} and {QUICK_RUNS} timed runs per row: a smoke run; "
                         "writes to "
                         f"{(RESULTS / 'quick').relative_to(ROOT)}/{protocol}.json unless --out")
     parser.add_argument("--out", "--json", dest="out", type=Path, default=None, metavar="PATH",
                         help=f"JSON results file (default "
                         f"{RESULTS.relative_to(ROOT)}/{protocol}.json)")
+    parser.add_argument("--runs", "--repeats", dest="runs", type=int, default=None,
+                        help=f"interleaved timed runs per row; each figure is their median "
+                        f"(default {RUNS}; {QUICK_RUNS} with --quick)")
+    return parser
+
+
+def runs_and_out(args: argparse.Namespace, protocol: str) -> tuple[int, Path]:
+    """The runs per row and the output path :func:`run_arguments`' options ask for; exits
+    with status 2 and a message on a run count below 1."""
+    runs: int = args.runs if args.runs is not None else (QUICK_RUNS if args.quick else RUNS)
+    if runs < 1:
+        print("--runs must be >= 1", file=sys.stderr)
+        raise SystemExit(2)
+    out: Path = args.out or (RESULTS / "quick" if args.quick else RESULTS) / f"{protocol}.json"
+    return runs, out
+
+
+def arguments(protocol: str, description: str, scenarios: Mapping[str, str]
+              ) -> argparse.ArgumentParser:
+    """The options every protocol benchmark takes: :func:`run_arguments`' and the scenarios
+    and clients to keep."""
+    parser = run_arguments(protocol, description)
     parser.add_argument("--scenarios", default=",".join(scenarios),
                         help="comma-separated subset of: " + ", ".join(scenarios))
     parser.add_argument("--clients", default="",
                         help="comma-separated client keys to keep (default: all)")
-    parser.add_argument("--runs", "--repeats", dest="runs", type=int, default=None,
-                        help=f"interleaved timed runs per row; each figure is their median "
-                        f"(default {RUNS}; {QUICK_RUNS} with --quick)")
     return parser
 
 
@@ -677,11 +697,7 @@ def choose(args: argparse.Namespace, protocol: str, scenarios: Mapping[str, str]
               file=sys.stderr)
         raise SystemExit(2)
     clients = {c.strip() for c in args.clients.split(",") if c.strip()}
-    runs = args.runs if args.runs is not None else (QUICK_RUNS if args.quick else RUNS)
-    if runs < 1:
-        print("--runs must be >= 1", file=sys.stderr)
-        raise SystemExit(2)
-    out = args.out or (RESULTS / "quick" if args.quick else RESULTS) / f"{protocol}.json"
+    runs, out = runs_and_out(args, protocol)
     return chosen, clients, runs, out
 
 

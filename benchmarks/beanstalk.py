@@ -304,21 +304,6 @@ def put_aiostalk(srv: Server, tube: str, n: int) -> Sample:
     return asyncio.run(_put_aiostalk(srv, tube, n))
 
 
-def put_raw_sequential(srv: Server, tube: str, n: int) -> Sample:
-    raw = Raw(srv.port)
-    try:
-        raw.use(tube)
-
-        def run() -> None:
-            for _ in range(n):
-                raw.sock.sendall(PUT_LINE)
-                raw.line()
-
-        return timed(srv, n, run)
-    finally:
-        raw.close()
-
-
 def _poller(sock: socket.socket) -> Callable[[int], list[tuple[int, int]]]:
     """``poll(0)`` on ``sock``, registered once: the stale-reply check jobwire's blocking
     transport makes before each send that follows an idle moment (issue 19)."""
@@ -327,7 +312,9 @@ def _poller(sock: socket.socket) -> Callable[[int], list[tuple[int, int]]]:
     return poller.poll
 
 
-def put_raw_checked(srv: Server, tube: str, n: int) -> Sample:
+def put_raw_sequential(srv: Server, tube: str, n: int, check: bool = False) -> Sample:
+    """One put at a time on a raw socket; with ``check``, the stale-reply check before each
+    send (:func:`_poller`)."""
     raw = Raw(srv.port)
     try:
         raw.use(tube)
@@ -335,7 +322,7 @@ def put_raw_checked(srv: Server, tube: str, n: int) -> Sample:
 
         def run() -> None:
             for _ in range(n):
-                if poll(0):
+                if check and poll(0):
                     raise RuntimeError("bytes arrived while idle")
                 raw.sock.sendall(PUT_LINE)
                 raw.line()
@@ -587,24 +574,8 @@ def rd_aiostalk(srv: Server, tube: str, n: int) -> Sample:
     return asyncio.run(_rd_aiostalk(srv, tube, n))
 
 
-def rd_raw_sequential(srv: Server, tube: str, n: int) -> Sample:
-    raw = Raw(srv.port)
-    try:
-        raw.watch_only(tube)
-
-        def run() -> None:
-            for _ in range(n):
-                raw.sock.sendall(b"reserve\r\n")
-                (job_id,), _ = raw.replies(1)
-                raw.sock.sendall(b"delete %d\r\n" % job_id)
-                raw.replies(1)
-
-        return timed(srv, n, run)
-    finally:
-        raw.close()
-
-
-def rd_raw_checked(srv: Server, tube: str, n: int) -> Sample:
+def rd_raw_sequential(srv: Server, tube: str, n: int, check: bool = False) -> Sample:
+    """:func:`put_raw_sequential` for reserve + delete."""
     raw = Raw(srv.port)
     try:
         raw.watch_only(tube)
@@ -612,11 +583,11 @@ def rd_raw_checked(srv: Server, tube: str, n: int) -> Sample:
 
         def run() -> None:
             for _ in range(n):
-                if poll(0):
+                if check and poll(0):
                     raise RuntimeError("bytes arrived while idle")
                 raw.sock.sendall(b"reserve\r\n")
                 (job_id,), _ = raw.replies(1)
-                if poll(0):
+                if check and poll(0):
                     raise RuntimeError("bytes arrived while idle")
                 raw.sock.sendall(b"delete %d\r\n" % job_id)
                 raw.replies(1)
@@ -808,7 +779,8 @@ def plan(quick: bool) -> dict[str, list[Spec | Reuse[MeasureFn]]]:
             put_aio,
             Spec("raw-seq", "raw socket (sequential)", put_raw_sequential, k(25_000)),
             Spec("raw-seq-check", "raw socket + a poll before each send (the stale-reply "
-                 "check)", put_raw_checked, k(25_000), baseline=("put", "raw-seq")),
+                 "check)", partial(put_raw_sequential, check=True), k(25_000),
+                 baseline=("put", "raw-seq")),
             Spec("core-check", "jobwire's Sans-IO core alone on that socket (Put, encode, "
                  "check, send, read, parse)", put_core_checked, k(20_000),
                  baseline=("put", "greenstalk")),
@@ -841,7 +813,8 @@ def plan(quick: bool) -> dict[str, list[Spec | Reuse[MeasureFn]]]:
                  baseline=("reserve_delete", "raw-seq")),
             Spec("raw-seq", "raw socket (sequential)", rd_raw_sequential, k(12_000), 0),
             Spec("raw-seq-check", "raw socket + a poll before each send (the stale-reply "
-                 "check)", rd_raw_checked, k(12_000), 0, baseline=("reserve_delete", "raw-seq")),
+                 "check)", partial(rd_raw_sequential, check=True), k(12_000), 0,
+                 baseline=("reserve_delete", "raw-seq")),
             Spec("core-check", "jobwire's Sans-IO core alone on that socket (commands, encode, "
                  "check, send, read, parse)", rd_core_checked, k(10_000), 0,
                  baseline=("reserve_delete", "greenstalk")),

@@ -17,23 +17,17 @@ runs with the lowest and the highest, and ``benchmarks/results/micro.json`` keep
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from jobwire._record import record
 from jobwire.events import EventSink
 
-ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "benchmarks" / "results" / "micro.json"
-RUNS = 5
-QUICK_RUNS = 3  #: with ``--quick`` (``scripts/bench --check``): the same sizes, fewer runs
 CLASSES = 300  # classes built per run and row
 EVENTS = 40_000  # under half the sink's buffer: its writer thread stays asleep while timed
 
@@ -111,7 +105,7 @@ ROWS: dict[str, tuple[str, Callable[[], float]]] = {
 }
 
 
-def measure(runs: int = RUNS) -> list[dict[str, Any]]:
+def measure(runs: int) -> list[dict[str, Any]]:
     samples: dict[str, list[float]] = {name: [] for name in ROWS}
     for _ in range(runs):
         for name, (_label, timer) in ROWS.items():
@@ -140,20 +134,11 @@ def figure(document: Mapping[str, Any], row: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true",
-                        help=f"{QUICK_RUNS} runs of the same sizes; writes to "
-                        "results/quick/micro.json unless --out")
-    parser.add_argument("--runs", type=int, default=None,
-                        help=f"interleaved runs ({RUNS}; {QUICK_RUNS} with --quick)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="where the JSON goes (default benchmarks/results/micro.json)")
+    from _harness import environment, run_arguments, runs_and_out  # this folder (a script)
+
+    parser = run_arguments("micro", __doc__.split("\n")[0], quick="the same sizes")
     args = parser.parse_args(argv)
-    runs = args.runs if args.runs is not None else (QUICK_RUNS if args.quick else RUNS)
-    if runs < 1:
-        parser.error("--runs must be >= 1")
-    out: Path = args.out or (OUT.parent / "quick" / OUT.name if args.quick else OUT)
-    from _harness import environment  # this folder (run as a script)
+    runs, out = runs_and_out(args, "micro")
 
     document: dict[str, Any] = {
         "protocol": "micro",

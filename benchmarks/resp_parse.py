@@ -14,21 +14,15 @@ table docs/qless.md shows (``tests/docs/test_figures.py`` checks that the page s
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from qless_client._resp import Connection
 
-ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "benchmarks" / "results" / "resp_parse.json"
 N = 20_000
-RUNS = 5
-QUICK_RUNS = 3  #: with ``--quick`` (``scripts/bench --check``): the same sizes, fewer runs
 PARSERS = ("jobwire", "hiredis")
 
 
@@ -83,7 +77,7 @@ def hiredis_us(data: bytes, n: int = N) -> float | None:
     return (time.process_time() - began) / n * 1e6
 
 
-def measure(runs: int = RUNS, n: int = N) -> list[dict[str, Any]]:
+def measure(runs: int, n: int = N) -> list[dict[str, Any]]:
     """``runs`` interleaved runs of every (reply, parser): one row per pair, with its samples,
     median, lowest and highest. hiredis has no row when it is not installed."""
     samples: dict[tuple[str, str], list[float]] = {}
@@ -119,22 +113,15 @@ def table(document: Mapping[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true",
-                        help=f"{QUICK_RUNS} runs of the same sizes; writes to "
-                        "results/quick/resp_parse.json unless --out")
-    parser.add_argument("--runs", type=int, default=None,
-                        help=f"interleaved runs ({RUNS}; {QUICK_RUNS} with --quick)")
+    from _harness import environment, run_arguments, runs_and_out  # this folder (a script)
+
+    parser = run_arguments("resp_parse", __doc__.split("\n")[0], quick="the same sizes")
     parser.add_argument("--replies", type=int, default=N,
                         help=f"replies parsed per run and parser ({N:,})")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="where the JSON goes (default benchmarks/results/resp_parse.json)")
     args = parser.parse_args(argv)
-    runs = args.runs if args.runs is not None else (QUICK_RUNS if args.quick else RUNS)
-    if runs < 1 or args.replies < 1:
-        parser.error("--runs and --replies must be >= 1")
-    out: Path = args.out or (OUT.parent / "quick" / OUT.name if args.quick else OUT)
-    from _harness import environment  # this folder (run as a script)
+    runs, out = runs_and_out(args, "resp_parse")
+    if args.replies < 1:
+        parser.error("--replies must be >= 1")
 
     document: dict[str, Any] = {
         "protocol": "resp_parse",
