@@ -956,14 +956,24 @@ def protocol_table(protocol: str, document: Mapping[str, Any], source: str) -> l
             f"{_num(row.get(server), 1)} | {_cell(versus)} |")
         if row.get("note"):
             continue  # the same runs as another row: said there
-        for figure, name in ((ops, "ops/s"), (cpu, "client CPU/op")):
-            why = (row.get("unstable") or {}).get(figure)
-            if why:
-                unstable.append(f"- {scenario} / {row['label']}, {name}: {why}")
-    if unstable:
-        lines += ["", f"Unstable figures ({_runs(config)} runs spread by more than "
-                      f"{UNSTABLE:.0%} of the median), and why:", "", *unstable]
-    return lines
+        unstable += _why_unstable_lines(scenario, row, ((ops, "ops/s"), (cpu, "client CPU/op")))
+    return lines + _unstable_block(_runs(config), unstable)
+
+
+def _why_unstable_lines(scenario: str, row: Mapping[str, Any],
+                        figures: Sequence[tuple[str, str]]) -> list[str]:
+    """A bullet for each of ``figures`` (key, name) that the row marks unstable, with why."""
+    reasons = row.get("unstable") or {}
+    return [f"- {scenario} / {row['label']}, {name}: {reasons[key]}"
+            for key, name in figures if reasons.get(key)]
+
+
+def _unstable_block(runs: object, unstable: Sequence[str]) -> list[str]:
+    """The list of unstable figures under a table (nothing when there is none)."""
+    if not unstable:
+        return []
+    return ["", f"Unstable figures ({runs} runs spread by more than {UNSTABLE:.0%} of the "
+            "median), and why:", "", *unstable]
 
 
 def _x(scan: str, x: object) -> str:
@@ -1486,13 +1496,8 @@ def spark_lines(document: Mapping[str, Any], source: str) -> list[str]:
         lines.append(f"| {title} | {_cell(row['label'])} | {_num(row.get('n'))} | "
                      f"{_figure(row, ops, 0)} | {_figure(row, cpu, 1)} | "
                      f"{'' if srv is None else _num(srv, 1)} |")
-        for figure, name in ((ops, "per s"), (cpu, "CPU per item")):
-            why = (row.get("unstable") or {}).get(figure)
-            if why:
-                unstable.append(f"- {scenario} / {row['label']}, {name}: {why}")
-    if unstable:
-        lines += ["", f"Unstable figures ({runs} runs spread by more than {UNSTABLE:.0%} of the "
-                  "median), and why:", "", *unstable]
+        unstable += _why_unstable_lines(scenario, row, ((ops, "per s"), (cpu, "CPU per item")))
+    lines += _unstable_block(runs, unstable)
     lines += _spark_write_lines(rows)
     lines += _spark_stream_lines(rows)
     lines += _spark_metrics_lines(document.get("metrics"))
