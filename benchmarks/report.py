@@ -356,6 +356,9 @@ def _check_cost(documents: Documents, protocol: str, scenario: str, gap: float,
     if raw is None or checked is None:
         return ""
     check = checked - raw
+    if check <= 0:
+        return (f"; the stale-reply check alone (a raw socket with a poll before each send, "
+                f"over one without: {check:+.1f} µs/op) is below this run's noise")
     return (f"; the stale-reply check alone (a raw socket with a poll before each send, over "
             f"one without) costs {check:+.1f} µs/op, which {peer_name} does not make: "
             f"without it the gap would be {gap - check:+.1f} µs/op")
