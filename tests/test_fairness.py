@@ -32,6 +32,7 @@ import pytest
 
 from jobwire import _serving as serving
 from jobwire.testing import start_beanstalk, start_gearman, start_workq
+from tests.waiting import wait_until
 
 #: Commands A floods with (0.4-2.3 MB: the kernel holds them all while the server is stopped).
 K = 50_000
@@ -114,12 +115,8 @@ def _frozen(proc: subprocess.Popen[bytes] | None) -> Iterator[None]:
     assert proc is not None
     proc.send_signal(signal.SIGSTOP)
     try:
-        for _ in range(10_000):
-            if _state(proc.pid) == "T":
-                break
-            time.sleep(0.001)
-        else:
-            raise AssertionError("the server did not stop on SIGSTOP")
+        wait_until(lambda: _state(proc.pid) == "T", what="the server stopped on SIGSTOP",
+                   interval=0.001)
         yield
     finally:
         proc.send_signal(signal.SIGCONT)

@@ -113,7 +113,8 @@ class QueueInfo:
 
 @record
 class ServerInfo:
-    """``inspect server``."""
+    """``inspect server``: Workq 0.2.0's three keys; ``extra`` holds any others, such as the
+    bundled server's ``waiting-leases``, ``waiting-runs`` and ``waiting-results``."""
 
     active_clients: int
     evicted_jobs: int

@@ -23,7 +23,7 @@ from qless_client._redis import Redis
 from qless_client.worker import AsyncWorker, Worker
 from tests.qless.conftest import RedisServer
 from tests.test_events import read_jsonl
-from tests.waiting import wait_until
+from tests.waiting import await_until, wait_until
 
 DB = 13
 
@@ -99,8 +99,7 @@ async def test_async_worker_events_match_the_scripts_records(
 
         async def stopper() -> None:
             await done.wait()
-            while worker.stats.in_flight:
-                await anyio.sleep(0.01)
+            await await_until(lambda: worker.stats.in_flight == 0, what="no job in flight")
             worker.stop()
 
         with anyio.fail_after(20):
@@ -205,8 +204,7 @@ async def test_a_job_popped_again_while_held_is_lost_once(
         await anyio.to_thread.run_sync(move_back)
         await cancelled.wait()
         await completed.wait()
-        while worker.stats.in_flight:
-            await anyio.sleep(0.01)
+        await await_until(lambda: worker.stats.in_flight == 0, what="no job in flight")
         worker.stop()
 
     with anyio.fail_after(20):

@@ -15,7 +15,8 @@ import pytest
 
 from jobwire.errors import ConnectionLost
 from tests.servers.sockets import recv_all, recv_at_least
-from workq_client import AsyncClient
+from tests.waiting import wait_until
+from workq_client import AsyncClient, Client
 from workq_client.server import run_server, serve
 
 from .conftest import WorkqServer, start_workq_server
@@ -45,6 +46,53 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
+#: ``inspect server`` keys of the bundled server: connections blocked now in each command.
+LEASES, RUNS, RESULTS = "waiting-leases", "waiting-runs", "waiting-results"
+
+
+def with_waiting_keys(recv: bytes) -> bytes:
+    """A transcript reply as the bundled server sends it: in a server record, its own keys
+    (the counts of waiting commands: none, in the transcript) come before ``started``."""
+    return re.sub(rb"(\r\nserver 2\r\n(?:[a-z-]+ [^\r]*\r\n)*?)(started )",
+                  rb"\1waiting-leases 0\r\nwaiting-runs 0\r\nwaiting-results 0\r\n\2", recv)
+
+
+def waiting(client: Client, key: str) -> int:
+    """How many connections the server shows blocked in one command: ``key`` (:data:`LEASES`,
+    :data:`RUNS` or :data:`RESULTS`) of its ``inspect server`` record.
+
+    Only the bundled server sends these keys. Workq 0.2.0 shows nothing of a blocked command,
+    so the tests that read it are marked ``bundled_workq`` (skipped there, saying why); should
+    one run against a server without the key, it fails at once, saying why, rather than falling
+    back to a sleep that would pass or fail with the machine's load.
+    """
+    value = client.inspect_server().extra.get(key)
+    if value is None:
+        pytest.fail(f"this server's inspect server has no {key!r} key: only the bundled Workq "
+                    "server shows its waiting commands, and this test must see one waiting")
+    return int(value)
+
+
+def send_waiting(server: WorkqServer, sock: socket.socket, command: bytes, key: str,
+                 outstanding: int = 0) -> int:
+    """Send ``command`` (a ``lease``, ``run`` or ``result`` that will block) on ``sock`` and
+    return once the server shows it waiting: the count ``key`` then, ``outstanding + 1``.
+
+    ``outstanding``: how many commands of that kind this test already has waiting. The count
+    is server-wide and the session's server is shared, so first it waits until the count is
+    that many: what an earlier test left waiting (its connections closed) has ended, and can
+    only end, never begin, since tests run one at a time. Then the count says exactly when
+    this command waits.
+    """
+    with Client(server.host, server.port, timeout=10) as client:
+        wait_until(lambda: waiting(client, key) == outstanding,
+                   what=f"{key} at {outstanding}: earlier tests' waits ended")
+        sock.sendall(command)
+        wait_until(lambda: waiting(client, key) == outstanding + 1,
+                   what=f"{key} at {outstanding + 1}: the command waiting")
+        return outstanding + 1
+
+
 def test_replays_the_transcript_byte_for_byte(fresh_workq_server: WorkqServer) -> None:
     sock = fresh_workq_server.connect()
     for ex in EXCHANGES:
@@ -56,6 +104,8 @@ def test_replays_the_transcript_byte_for_byte(fresh_workq_server: WorkqServer) -
             sock.sendall(send)
             assert recv_all(sock) == b""
             continue
+        if fresh_workq_server.kind == "bundled":
+            want = with_waiting_keys(want)
         got = exchange(sock, send, len(want))
         # Timestamps are the server's own (created, started); the rest is byte-identical.
         assert TIME_RE.sub(b"T", got) == TIME_RE.sub(b"T", want), ex["note"]
@@ -129,6 +179,36 @@ def test_payload_commands_of_4097_or_8193_bytes_are_refused(
         sock.close()
 
 
+def test_inspect_server_counts_the_commands_waiting_now() -> None:
+    """The bundled server's own keys: the connections blocked now in ``lease``, ``run`` and
+    ``result``, each counted until it is answered, its connection closes or half-closes."""
+    with run_server() as server, Client(server.host, server.port, timeout=10) as client:
+
+        def counts() -> tuple[int, ...]:
+            return tuple(waiting(client, key) for key in (LEASES, RUNS, RESULTS))
+
+        assert counts() == (0, 0, 0)
+        leaser, runner, waiter, producer = (
+            socket.create_connection((server.host, server.port), timeout=10) for _ in range(4))
+        job_id = new_id().encode()
+        leaser.sendall(b"lease b 60000\r\n")
+        runner.sendall(b"run %s c 1000 60000 0\r\n\r\n" % job_id)
+        wait_until(lambda: counts() == (1, 1, 0), what="a lease and a run waiting")
+        waiter.sendall(b"result %s 60000\r\n" % job_id)
+        wait_until(lambda: counts() == (1, 1, 1), what="a result waiting too")
+        waiter.close()
+        wait_until(lambda: counts() == (1, 1, 0), what="the closed result no longer counted")
+        assert exchange(producer, b"add %s b 1000 60000 0\r\n\r\n" % new_id().encode(),
+                        5) == b"+OK\r\n"
+        assert recv_at_least(leaser, 7).startswith(b"+OK 1\r\n")
+        assert counts() == (0, 1, 0)
+        runner.shutdown(socket.SHUT_WR)
+        assert recv_all(runner) == b"-TIMEOUT\r\n"
+        assert counts() == (0, 0, 0)
+        for sock in (leaser, runner, producer):
+            sock.close()
+
+
 def test_garbage_does_not_crash_the_server(workq_server: WorkqServer) -> None:
     for junk in [b"\x00\xff" * 500 + b"\r\n", b"\r\n" * 50, b"x" * 100_000,
                  b"add\r\n", b"lease\r\n", b"inspect jobs\r\n", b"-\r\n", b"- - -x= -=y\r\n"]:
@@ -148,8 +228,7 @@ def test_half_close_answers_a_waiting_lease_and_hands_it_no_job(
     workq_server: WorkqServer, qname: str
 ) -> None:
     sock = workq_server.connect()
-    sock.sendall(b"lease %s 60000\r\n" % qname.encode())
-    time.sleep(0.1)
+    send_waiting(workq_server, sock, b"lease %s 60000\r\n" % qname.encode(), LEASES)
     sock.shutdown(socket.SHUT_WR)
     assert recv_all(sock) == b"-TIMEOUT\r\n"
     other = workq_server.connect()
@@ -175,12 +254,14 @@ def test_blocking_commands_after_a_half_close_are_answered_at_once(
     assert recv_all(sock) == b"-TIMEOUT\r\n-NOT-FOUND\r\n-TIMEOUT\r\n"
 
 
+@pytest.mark.bundled_workq(
+    "orders two connections by the bundled server's waiting counts (Workq 0.2.0 shows none)"
+)
 def test_blocking_lease_is_answered_by_another_connection(
     workq_server: WorkqServer, qname: str
 ) -> None:
     worker, producer = workq_server.connect(), workq_server.connect()
-    worker.sendall(b"lease other %s 5000\r\n" % qname.encode())
-    time.sleep(0.1)
+    send_waiting(workq_server, worker, b"lease other %s 5000\r\n" % qname.encode(), LEASES)
     job_id = new_id().encode()
     assert exchange(producer, b"add %s %s 1000 60000 4\r\na\r\nb\r\n" % (job_id, qname.encode()),
                     5) == b"+OK\r\n"
@@ -198,8 +279,8 @@ def test_deleting_a_job_a_run_waits_on_keeps_the_server_up(
     then and keeps serving every connection, the run's included."""
     runner, admin = workq_server.connect(), workq_server.connect()
     job_id = new_id().encode()
-    runner.sendall(b"run %s %s 1000 500 1\r\nx\r\n" % (job_id, qname.encode()))
-    time.sleep(0.1)
+    send_waiting(workq_server, runner, b"run %s %s 1000 500 1\r\nx\r\n" % (job_id, qname.encode()),
+                 RUNS)
     assert exchange(admin, b"delete %s\r\n" % job_id, 5) == b"+OK\r\n"
     start = time.monotonic()
     assert recv_at_least(runner, 10) == b"-TIMEOUT\r\n"
@@ -208,6 +289,9 @@ def test_deleting_a_job_a_run_waits_on_keeps_the_server_up(
     assert exchange(admin, b"inspect server\r\n", 7).startswith(b"+OK 1\r\n")
 
 
+@pytest.mark.bundled_workq(
+    "orders two connections by the bundled server's waiting counts (Workq 0.2.0 shows none)"
+)
 def test_deleting_a_job_a_result_waits_on_times_out_at_the_end_of_the_wait(
     workq_server: WorkqServer, qname: str
 ) -> None:
@@ -215,14 +299,16 @@ def test_deleting_a_job_a_result_waits_on_times_out_at_the_end_of_the_wait(
     job_id = new_id().encode()
     assert exchange(admin, b"add %s %s 1000 60000 0\r\n\r\n" % (job_id, qname.encode()),
                     5) == b"+OK\r\n"
-    waiter.sendall(b"result %s 500\r\n" % job_id)
-    time.sleep(0.1)
+    send_waiting(workq_server, waiter, b"result %s 500\r\n" % job_id, RESULTS)
     assert exchange(admin, b"delete %s\r\n" % job_id, 5) == b"+OK\r\n"
     start = time.monotonic()
     assert recv_at_least(waiter, 10) == b"-TIMEOUT\r\n"
     assert time.monotonic() - start >= 0.3
 
 
+@pytest.mark.bundled_workq(
+    "orders two connections by the bundled server's waiting counts (Workq 0.2.0 shows none)"
+)
 def test_two_result_waits_one_gets_the_result_the_other_times_out(
     workq_server: WorkqServer, qname: str
 ) -> None:
@@ -230,10 +316,8 @@ def test_two_result_waits_one_gets_the_result_the_other_times_out(
     job_id = new_id().encode()
     assert exchange(worker, b"add %s %s 1000 60000 0\r\n\r\n" % (job_id, qname.encode()),
                     5) == b"+OK\r\n"
-    first.sendall(b"result %s 5000\r\n" % job_id)
-    time.sleep(0.1)
-    second.sendall(b"result %s 500\r\n" % job_id)
-    time.sleep(0.1)
+    send_waiting(workq_server, first, b"result %s 5000\r\n" % job_id, RESULTS)
+    send_waiting(workq_server, second, b"result %s 500\r\n" % job_id, RESULTS, outstanding=1)
     assert exchange(worker, b"complete %s 2\r\nok\r\n" % job_id, 5) == b"+OK\r\n"
     want = b"+OK 1\r\n%s 1 2\r\nok\r\n" % job_id
     assert recv_at_least(first, len(want)) == want
@@ -248,8 +332,9 @@ def test_run_outlives_a_ttr_overrun_and_succeeds_with_the_late_complete(
     runner.sendall(b"run %s %s 200 10000 2\r\nin\r\n" % (job_id, qname.encode()))
     leased = exchange(worker, b"lease %s 5000\r\n" % qname.encode(), 9 + len(job_id) + 29)
     assert leased.startswith(b"+OK 1\r\n%s %s 200 2\r\nin\r\n" % (job_id, qname.encode()))
-    time.sleep(0.5)  # the TTR (200 ms) runs out: the job is requeued
-    assert b"\r\nstate 3\r\n" in inspect_job(worker, job_id)  # PENDING
+    # The TTR (200 ms) runs out on the server's clock: the job is requeued (PENDING).
+    wait_until(lambda: b"\r\nstate 3\r\n" in inspect_job(worker, job_id),
+               what="the job requeued (state 3) when its TTR ran out")
     assert exchange(worker, b"complete %s 4\r\nlate\r\n" % job_id, 5) == b"+OK\r\n"
     want = b"+OK 1\r\n%s 1 4\r\nlate\r\n" % job_id
     assert recv_at_least(runner, len(want)) == want
@@ -266,12 +351,13 @@ def test_a_closed_waiting_lease_is_never_handed_a_job(
     connection closed (it stays leased until its TTR); this server never does."""
     for abort in (False, True):
         gone = workq_server.connect()
-        gone.sendall(b"lease %s 60000\r\n" % qname.encode())
-        time.sleep(0.1)
+        send_waiting(workq_server, gone, b"lease %s 60000\r\n" % qname.encode(), LEASES)
         if abort:  # a reset rather than an orderly close
             gone.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         gone.close()
-        time.sleep(0.1)
+        with Client(workq_server.host, workq_server.port, timeout=10) as client:
+            wait_until(lambda: waiting(client, LEASES) == 0,
+                       what="the server seeing the waiting lease's connection close")
         producer = workq_server.connect()
         job_id = new_id().encode()
         assert exchange(producer, b"add %s %s 1000 60000 0\r\n\r\n" % (job_id, qname.encode()),
@@ -347,10 +433,9 @@ def test_sigterm_stops_the_server_cleanly() -> None:
     server = start_workq_server()
     sock = server.connect()
     assert exchange(sock, b"inspect queues 0 1\r\n", 7) == b"+OK 0\r\n"  # served, not queued
-    sock.sendall(b"lease a 60000\r\n")
-    time.sleep(0.1)
+    send_waiting(server, sock, b"lease a 60000\r\n", LEASES)
     server.stop()
-    assert server.proc.returncode == 0
+    assert server.proc is not None and server.proc.returncode == 0
     assert recv_all(sock) == b""
 
 

@@ -225,6 +225,9 @@ class ServerState:
         self.queues: dict[str, Queue] = {}
         self.evicted_jobs = 0
         self.active_clients = 0
+        #: Connections blocked in each of ``lease``, ``run`` and ``result`` now (``inspect
+        #: server``'s ``waiting-leases``, ``waiting-runs`` and ``waiting-results``).
+        self.waiting = {"lease": 0, "run": 0, "result": 0}
         #: Called when a timer earlier than every other one was added (wakes the scheduler).
         self.on_timer: Callable[[], None] | None = None
         self._rng = rng  # made by the first lease that finds a job: random costs a start 1 ms
@@ -425,6 +428,8 @@ class ServerState:
                     waiters.pop(conn, None)
                     if not waiters:
                         del self._lease_waiters[name]
+        if conn.waiting:
+            self.waiting[conn.waiting] -= 1
         waiter = conn.waiter
         if waiter is not None:
             waiter.conn = None
@@ -437,6 +442,7 @@ class ServerState:
 
     def _wait(self, conn: ConnState, kind: str, wait_ms: int, now: float) -> None:
         conn.waiting = kind
+        self.waiting[kind] += 1
         conn.token += 1
         self._timer(now + wait_ms / 1000, "wait", conn, conn.token)
 
@@ -526,6 +532,7 @@ class ServerState:
         job.run = run
         job.waiters.append(run)
         conn.waiting = "run"
+        self.waiting["run"] += 1
         conn.waiter = run
         self._make_ready(job, now)  # may be leased at once by a waiting worker
         if cmd.wait_ms == 0:
@@ -664,9 +671,14 @@ class ServerState:
         return InspectReply(tuple(self._queue_record(self.queues[n]) for n in names))
 
     def _cmd_inspectserver(self, conn: ConnState, cmd: InspectServer, now: float) -> Reply | None:
-        # Byte-compatible with Workq 0.2.0: the record announces 2 keys and carries 3.
+        # As Workq 0.2.0's, the record announces 2 keys and ends with ``started``; before it
+        # come Workq's keys and three of this server's own (the connections blocked now in each
+        # blocking command), which a client reading on to ``started`` takes in its stride.
         return InspectReply((Record("server", (
             ("active-clients", b"%d" % self.active_clients),
             ("evicted-jobs", b"%d" % self.evicted_jobs),
+            ("waiting-leases", b"%d" % self.waiting["lease"]),
+            ("waiting-runs", b"%d" % self.waiting["run"]),
+            ("waiting-results", b"%d" % self.waiting["result"]),
             ("started", _fmt(self.started)),
         ), announced=2),))
