@@ -1605,18 +1605,25 @@ def spark_page(args: argparse.Namespace) -> int:
     except (OSError, ReportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    return _settle(page, text, wanted, "Spark section", f"{SPARK}.json", args)
+
+
+def _settle(page: Path, text: str, wanted: str, section: str, source: str,
+            args: argparse.Namespace) -> int:
+    """Compare a page's generated ``section`` (``text`` now, ``wanted`` from ``source``) and
+    say so; with ``--check``, print the difference and return 1, else rewrite the page."""
     if wanted == text:
-        print(f"{page.name}: the Spark section matches {args.results}")
+        print(f"{page.name}: the {section} matches {args.results}")
         return 0
     if args.check:
         diff = difflib.unified_diff(text.splitlines(), wanted.splitlines(), f"{page.name} (now)",
-                                    f"{page.name} (from {SPARK}.json)", lineterm="", n=0)
+                                    f"{page.name} (from {source})", lineterm="", n=0)
         print("\n".join(list(diff)[:40]), file=sys.stderr)
-        print(f"{page.name}'s Spark section differs from {args.results}: run "
+        print(f"{page.name}'s {section} differs from {args.results}: run "
               ".venv/bin/python benchmarks/report.py", file=sys.stderr)
         return 1
     page.write_text(wanted, encoding="utf-8")
-    print(f"{page.name}: Spark section rewritten from {args.results}")
+    print(f"{page.name}: {section} rewritten from {args.results}")
     return 0
 
 
@@ -1707,21 +1714,8 @@ def performance_page(args: argparse.Namespace) -> int:
     except ReportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if wanted == text:
-        print(f"{args.page.name}: the performance section matches {args.results}")
-        return 0
-    if args.check:
-        diff = difflib.unified_diff(text.splitlines(), wanted.splitlines(),
-                                    f"{args.page.name} (now)",
-                                    f"{args.page.name} (from {args.results.name}/*.json)",
-                                    lineterm="", n=0)
-        print("\n".join(list(diff)[:40]), file=sys.stderr)
-        print(f"{args.page.name}'s performance section differs from {args.results}: run "
-              ".venv/bin/python benchmarks/report.py", file=sys.stderr)
-        return 1
-    args.page.write_text(wanted, encoding="utf-8")
-    print(f"{args.page.name}: performance section rewritten from {args.results}")
-    return 0
+    return _settle(args.page, text, wanted, "performance section",
+                   f"{args.results.name}/*.json", args)
 
 
 if __name__ == "__main__":
