@@ -758,51 +758,15 @@ class Transport:
 
     def call(self, pending: Pending[R], limit: float | None) -> R:
         """Send what the session has queued and read until ``pending`` is done: the round trip
-        of a request just submitted (:meth:`flush`, then :meth:`wait`, in one step: a request
-        sent alone costs a send, a read, and the early-bytes check of :meth:`flush`).
+        of a request just submitted (:meth:`flush`, then :meth:`wait`).
 
         Raises:
             ConnectionLost: closed, or the send failed (the connection is then closed).
             OperationTimeout: the send or the reply took too long; the connection is closed.
             JobwireError: whatever the request ended with.
         """
-        stream = self._stream
-        if stream is None:
-            stream = self._usable()  # raises
-        session = self.session
-        data = session.data_to_send()
-        if data:
-            if self._quiet:
-                self._quiet = False
-                if stream.poll(0) and self._read_early(stream):
-                    self._drop_stream()  # the request has the core's error: nothing is sent
-                    return pending.result()
-            try:
-                stream.send(data, self.timeout)
-            except JobwireError as exc:
-                self._broke(exc)
-                raise
-        if not pending.done:
-            # The first read, as wait_done's: the reply to a request sent alone comes whole.
-            started = 0.0 if limit is None else _monotonic()
-            try:
-                got = stream.receive(limit)
-            except JobwireError as exc:
-                self._broke(exc)
-                if not pending.done or isinstance(exc, OperationTimeout):
-                    raise
-            else:
-                session.receive_data(got)
-                if session.idle:
-                    self._quiet = True
-                if session.broken is not None:
-                    self._drop_stream()
-                elif not pending.done:
-                    self.flush()  # what the session's callbacks queued, as wait_done does
-                    self.wait_done(
-                        pending,
-                        None if limit is None else max(limit - (_monotonic() - started), 0.001),
-                    )
+        self.flush()
+        self.wait_done(pending, limit)
         if pending.done and pending.error is None:  # Pending.result, inline
             return pending.reply  # type: ignore[return-value]  # done without an error
         return pending.result()  # raises
