@@ -766,10 +766,7 @@ class Transport:
             JobwireError: whatever the request ended with.
         """
         self.flush()
-        self.wait_done(pending, limit)
-        if pending.done and pending.error is None:  # Pending.result, inline
-            return pending.reply  # type: ignore[return-value]  # done without an error
-        return pending.result()  # raises
+        return self.wait(pending, limit)
 
     def wait_done(self, pending: Pending[Any], limit: float | None) -> None:
         """Read until ``pending`` is done, without raising its own error.
